@@ -1,0 +1,1 @@
+"""The registry: models, versions, artifacts, configs, golden requests, promotions, audit."""

@@ -1,0 +1,8 @@
+from django.apps import AppConfig
+
+
+class ServingConfig(AppConfig):
+    """Registered only so that ``manage.py serve`` exists; the data plane itself uses no Django."""
+
+    name = "serving"
+    verbose_name = "Serving"

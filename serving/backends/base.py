@@ -1,0 +1,64 @@
+"""The backend contract: how a scheduler drives one model instance.
+
+An instance executes one batch at a time. ``execute`` takes the requests of a batch and returns one
+result per request, in the same order: an ``InferResponse`` or the ``ServingError`` that request
+failed with (one request's error does not fail its neighbours). A length mismatch is a contract
+error raised by ``execute_checked``. Instances run in threads (their runtimes release the GIL) or
+front a child process (the Python backend); either way ``execute`` is a blocking call that schedulers
+make off the event loop.
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+from collections.abc import Sequence
+
+from serving.core.model_spec import ModelSpec
+from serving.core.types import InferRequest, InferResponse
+from serving.errors import BackendContractError, ServingError
+
+ExecuteResult = InferResponse | ServingError
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class InstancePlacement:
+    """Where one instance runs: its group's name, the kind it resolved to and the device id."""
+
+    name: str
+    kind: str  # "KIND_CPU" or "KIND_GPU" (KIND_AUTO is resolved before instances are made)
+    device_id: int = 0
+    intra_op_threads: int = 1
+
+
+class ModelInstance(abc.ABC):
+    """One loaded copy of a model version."""
+
+    def __init__(self, spec: ModelSpec, placement: InstancePlacement) -> None:
+        self.spec = spec
+        self.placement = placement
+
+    @abc.abstractmethod
+    def load(self) -> None:
+        """Load the artifact; raise a ServingError whose message says why it cannot load."""
+
+    @abc.abstractmethod
+    def execute(self, requests: Sequence[InferRequest]) -> list[ExecuteResult]:
+        """Run one batch; one result per request, same order."""
+
+    @abc.abstractmethod
+    def unload(self) -> None:
+        """Release everything ``load`` took."""
+
+    def is_healthy(self) -> bool:
+        """False when the instance can no longer execute (e.g. its process died)."""
+        return True
+
+    def execute_checked(self, requests: Sequence[InferRequest]) -> list[ExecuteResult]:
+        results = self.execute(requests)
+        if len(results) != len(requests):
+            raise BackendContractError(
+                f"backend of model '{self.spec.name}' returned {len(results)} results "
+                f"for a batch of {len(requests)} requests"
+            )
+        return results
