@@ -1,0 +1,21 @@
+# One image for every Portico process: console, worker and serving replicas differ only by command.
+FROM python:3.11-slim
+
+ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    DJANGO_SETTINGS_MODULE=console.settings.production PORTICO_VAR_DIR=/var/lib/portico
+
+RUN apt-get update && apt-get install -y --no-install-recommends make nodejs npm \
+    && rm -rf /var/lib/apt/lists/*
+
+WORKDIR /app
+COPY requirements.lock pyproject.toml package.json package-lock.json ./
+RUN pip install --no-cache-dir -r requirements.lock
+COPY . .
+RUN pip install --no-cache-dir --no-deps -e . && make static/vendor/.installed \
+    && SECRET_KEY=build-only python manage.py collectstatic --noinput
+
+RUN useradd --system --home /var/lib/portico portico && mkdir -p /var/lib/portico \
+    && chown portico /var/lib/portico
+USER portico
+EXPOSE 8080 8000 8001 8002
+CMD ["python", "manage.py", "runconsole", "--host", "0.0.0.0", "--port", "8080"]

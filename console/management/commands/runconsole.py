@@ -1,0 +1,25 @@
+"""Run the console (pages, management API, WebSockets) as an ASGI app under uvicorn."""
+
+from typing import Any
+
+import uvicorn
+from django.core.management.base import BaseCommand
+
+
+class Command(BaseCommand):
+    help = "Run the Portico console (HTTP and WebSockets) on an ASGI server."
+
+    def add_arguments(self, parser: Any) -> None:
+        parser.add_argument("--host", default="127.0.0.1")
+        parser.add_argument("--port", type=int, default=8080)
+        parser.add_argument("--workers", type=int, default=1)
+
+    def handle(self, *args: Any, host: str, port: int, workers: int, **options: Any) -> None:
+        uvicorn.run(
+            "console.asgi:application",
+            host=host,
+            port=port,
+            workers=workers,
+            log_level="info",
+            lifespan="off",
+        )

@@ -1,0 +1,108 @@
+"""Bring the whole platform up on one machine: console, Celery worker and serving, one log.
+
+This is what `make run` calls. On first start it migrates, creates an admin account (printed once,
+or taken from PORTICO_ADMIN_USER / PORTICO_ADMIN_PASSWORD) and registers the demo models, validated
+and promoted. Then it runs the three processes until Ctrl-C, interleaving their output with a
+prefix per process, and stops them all if any one of them exits.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import IO, Any
+
+from django.conf import settings
+from django.core.management import call_command
+from django.core.management.base import BaseCommand
+
+from console.platform_setup import ensure_admin_account, ensure_broker_folders, ensure_demo_models
+
+PROCESS_COLOURS = {"console": "36", "worker": "35", "serving": "32"}
+
+
+class Command(BaseCommand):
+    help = "Run console, worker and serving together (the embedded default unless configured)."
+
+    def add_arguments(self, parser: Any) -> None:
+        parser.add_argument("--console-port", type=int, default=8080)
+        parser.add_argument("--http-port", type=int, default=8000)
+        parser.add_argument("--grpc-port", type=int, default=8001)
+        parser.add_argument("--metrics-port", type=int, default=8002)
+        parser.add_argument("--no-demo", action="store_true", help="do not register demo models")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        call_command("migrate", interactive=False, verbosity=0)
+        ensure_broker_folders()
+        ensure_admin_account(stdout=self.stdout)
+        if not options["no_demo"]:
+            ensure_demo_models(stdout=self.stdout)
+        commands = self._process_commands(options)
+        self._run_until_interrupted(commands)
+
+    def _process_commands(self, options: dict[str, Any]) -> dict[str, list[str]]:
+        python = sys.executable
+        manage = str(Path(settings.BASE_DIR) / "manage.py")
+        celery = str(Path(python).with_name("celery"))
+        return {
+            "console": [python, manage, "runconsole", "--port", str(options["console_port"])],
+            "worker": [celery, "-A", "console", "worker", "--loglevel", "INFO",
+                       "--concurrency", "1"],
+            "serving": [
+                python, manage, "serve",
+                "--http-port", str(options["http_port"]),
+                "--grpc-port", str(options["grpc_port"]),
+                "--metrics-port", str(options["metrics_port"]),
+            ],
+        }
+
+    def _run_until_interrupted(self, commands: dict[str, list[str]]) -> None:
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        processes = {
+            name: subprocess.Popen(
+                command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
+                start_new_session=True,
+            )
+            for name, command in commands.items()
+        }
+        for name, process in processes.items():
+            assert process.stdout is not None
+            threading.Thread(
+                target=_relay_output, args=(name, process.stdout), daemon=True
+            ).start()
+        self.stdout.write(
+            f"Portico is up: console http://127.0.0.1:{commands['console'][-1]} "
+            "(Ctrl-C stops everything)"
+        )
+        try:
+            while all(process.poll() is None for process in processes.values()):
+                time.sleep(0.5)
+            exited = [name for name, process in processes.items() if process.poll() is not None]
+            self.stderr.write(f"{', '.join(exited)} exited; stopping the platform")
+        except KeyboardInterrupt:
+            self.stdout.write("stopping the platform")
+        finally:
+            _stop_all(processes)
+
+
+def _relay_output(name: str, stream: IO[bytes]) -> None:
+    colour = PROCESS_COLOURS.get(name, "0")
+    prefix = f"\x1b[{colour}m{name:>8} |\x1b[0m " if sys.stdout.isatty() else f"{name:>8} | "
+    for raw in iter(stream.readline, b""):
+        sys.stdout.write(prefix + raw.decode(errors="replace"))
+        sys.stdout.flush()
+
+
+def _stop_all(processes: dict[str, subprocess.Popen[bytes]]) -> None:
+    for process in processes.values():
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGTERM)
+    deadline = time.monotonic() + 30
+    for process in processes.values():
+        try:
+            process.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)

@@ -1,0 +1,42 @@
+"""First-start steps of `make run`: an admin account and the demo models, each done once."""
+
+import os
+import secrets
+import tempfile
+from pathlib import Path
+from typing import TextIO
+
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
+from django.core.management import call_command
+
+ADMIN_ROLE = "admin"
+
+
+def ensure_admin_account(*, stdout: TextIO) -> None:
+    """Create the first admin unless one exists; print generated credentials exactly once."""
+    user_model = get_user_model()
+    if user_model.objects.filter(is_superuser=True).exists():
+        return
+    username = os.environ.get("PORTICO_ADMIN_USER", "admin")
+    password = os.environ.get("PORTICO_ADMIN_PASSWORD") or secrets.token_urlsafe(12)
+    user = user_model.objects.create_superuser(username=username, email="", password=password)
+    group, _ = Group.objects.get_or_create(name=ADMIN_ROLE)
+    user.groups.add(group)
+    if "PORTICO_ADMIN_PASSWORD" in os.environ:
+        stdout.write(f"Admin account '{username}' created with the password from the environment.")
+    else:
+        stdout.write(f"Admin account created: user '{username}', password '{password}' (shown once).")
+
+
+def ensure_demo_models(*, stdout: TextIO) -> None:
+    """Register, validate and promote the generated demo models on an empty registry."""
+    from repository.demo_models import write_demo_repository
+    from repository.models import Model
+
+    if Model.objects.exists():
+        return
+    with tempfile.TemporaryDirectory(prefix="portico-demo-") as folder:
+        write_demo_repository(Path(folder))
+        stdout.write("Registering the demo models (validated and promoted)...")
+        call_command("import_repository", folder, sync=True, stdout=stdout)

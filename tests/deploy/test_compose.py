@@ -1,0 +1,50 @@
+"""docker-compose.yml describes the scaled-out stack: it must stay valid and complete."""
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+
+pytestmark = pytest.mark.embedded
+
+
+@pytest.fixture(scope="module")
+def compose() -> dict:
+    return yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+
+
+def test_compose_has_every_process_of_the_stack(compose: dict) -> None:
+    services = compose["services"]
+    for name in ("postgres", "redis", "console", "worker", "serving-1", "serving-2", "proxy"):
+        assert name in services, name
+
+
+def test_portico_services_share_one_image_and_the_artifact_volume(compose: dict) -> None:
+    services = compose["services"]
+    for name in ("console", "worker", "serving-1", "serving-2"):
+        service = services[name]
+        assert service["build"] == "."
+        assert service["image"] == "portico:latest"
+        assert "artifacts:/var/lib/portico" in service["volumes"]
+        env = service["environment"]
+        assert env["DATABASE_URL"].startswith("postgres://")
+        assert env["REDIS_URL"].startswith("redis://")
+    assert "artifacts" in compose["volumes"]
+
+
+def test_ports_of_console_and_proxy(compose: dict) -> None:
+    services = compose["services"]
+    assert "8080:8080" in services["console"]["ports"]
+    assert {"8000:8000", "8001:8001"} <= set(services["proxy"]["ports"])
+    nginx = (ROOT / "deploy" / "nginx.conf").read_text()
+    assert "serving-1:8000" in nginx and "serving-2:8000" in nginx
+    assert "grpc_pass" in nginx
+
+
+def test_replicas_serve_the_registry(compose: dict) -> None:
+    for name in ("serving-1", "serving-2"):
+        command = compose["services"][name]["command"]
+        assert command[:3] == ["python", "manage.py", "serve"]
+        assert "--model-repository" not in command
