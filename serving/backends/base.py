@@ -31,6 +31,15 @@ class InstancePlacement:
     intra_op_threads: int = 1
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class TensorInfo:
+    """A tensor as the loaded artifact really declares it (wire datatype, full shape, -1 = any)."""
+
+    name: str
+    datatype: str
+    shape: tuple[int, ...]
+
+
 class ModelInstance(abc.ABC):
     """One loaded copy of a model version."""
 
@@ -53,6 +62,10 @@ class ModelInstance(abc.ABC):
     def is_healthy(self) -> bool:
         """False when the instance can no longer execute (e.g. its process died)."""
         return True
+
+    def artifact_io(self) -> tuple[list[TensorInfo], list[TensorInfo]] | None:
+        """The inputs and outputs the loaded artifact declares; None when it cannot tell."""
+        return None
 
     def execute_checked(self, requests: Sequence[InferRequest]) -> list[ExecuteResult]:
         results = self.execute(requests)

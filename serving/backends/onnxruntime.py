@@ -1,0 +1,165 @@
+"""ONNX Runtime backend (``onnxruntime_onnx``).
+
+Runs on the CPU execution provider; on a GPU placement with a GPU present it adds the CUDA provider
+(and TensorRT's, when the config asks for it in ``optimization.execution_accelerators``). Sessions
+are sized by the instance's placement (intra-op threads) and config ``parameters``:
+``intra_op_thread_count``, ``inter_op_thread_count``, ``enable_mem_arena`` and
+``graph_optimization_level`` (same meaning as ``optimization.graph.level``: -1 basic, 1 extended,
+otherwise all). Only the outputs a batch asked for are computed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import onnxruntime as ort
+
+from serving.backends.artifacts import model_file
+from serving.backends.base import ExecuteResult, ModelInstance, TensorInfo
+from serving.backends.batching import execute_requests
+from serving.backends.registry import int_parameter, parameter
+from serving.core.types import InferRequest
+from serving.errors import InvalidArgumentError, UnavailableError
+
+ORT_TO_WIRE = {
+    "tensor(bool)": "BOOL",
+    "tensor(uint8)": "UINT8",
+    "tensor(uint16)": "UINT16",
+    "tensor(uint32)": "UINT32",
+    "tensor(uint64)": "UINT64",
+    "tensor(int8)": "INT8",
+    "tensor(int16)": "INT16",
+    "tensor(int32)": "INT32",
+    "tensor(int64)": "INT64",
+    "tensor(float16)": "FP16",
+    "tensor(bfloat16)": "BF16",
+    "tensor(float)": "FP32",
+    "tensor(double)": "FP64",
+    "tensor(string)": "BYTES",
+}
+
+
+class OnnxRuntimeInstance(ModelInstance):
+    """One ``InferenceSession``; the scheduler sends it one batch at a time."""
+
+    _session: ort.InferenceSession | None = None
+    _string_inputs: frozenset[str] = frozenset()
+    _string_outputs: frozenset[str] = frozenset()
+
+    def load(self) -> None:
+        path = model_file(self.spec, "model.onnx")
+        if path.is_dir():
+            path = path / "model.onnx"
+        try:
+            self._session = ort.InferenceSession(
+                str(path), sess_options=self._session_options(), providers=self._providers()
+            )
+        except Exception as error:  # noqa: BLE001 - ORT raises its own exception types
+            raise UnavailableError(
+                f"failed to load model '{self.spec.name}' version {self.spec.version}: "
+                f"onnxruntime could not load the model: {error}"
+            ) from error
+        self._string_inputs = frozenset(
+            i.name for i in self._session.get_inputs() if i.type == "tensor(string)"
+        )
+        self._string_outputs = frozenset(
+            o.name for o in self._session.get_outputs() if o.type == "tensor(string)"
+        )
+
+    def execute(self, requests: Sequence[InferRequest]) -> list[ExecuteResult]:
+        return execute_requests(
+            requests, config=self.spec.config, model_version=self.spec.version, run=self._run
+        )
+
+    def unload(self) -> None:
+        self._session = None
+
+    def artifact_io(self) -> tuple[list[TensorInfo], list[TensorInfo]] | None:
+        session = self._require_session()
+        return (
+            [_tensor_info(i) for i in session.get_inputs()],
+            [_tensor_info(o) for o in session.get_outputs()],
+        )
+
+    @property
+    def providers(self) -> list[str]:
+        """The execution providers the session really uses, best first."""
+        return list(self._require_session().get_providers())
+
+    def _run(self, inputs: dict[str, np.ndarray], outputs: list[str]) -> dict[str, np.ndarray]:
+        session = self._require_session()
+        feed = {
+            name: _to_strings(array, name) if name in self._string_inputs else array
+            for name, array in inputs.items()
+        }
+        values = session.run(outputs, feed)
+        return {
+            name: _to_bytes(value) if name in self._string_outputs else value
+            for name, value in zip(outputs, values, strict=True)
+        }
+
+    def _require_session(self) -> ort.InferenceSession:
+        if self._session is None:
+            raise UnavailableError(f"model '{self.spec.name}' instance is not loaded")
+        return self._session
+
+    def _session_options(self) -> ort.SessionOptions:
+        config = self.spec.config
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = self.placement.intra_op_threads
+        inter = int_parameter(config, "inter_op_thread_count") or 1
+        options.inter_op_num_threads = inter
+        options.execution_mode = (
+            ort.ExecutionMode.ORT_PARALLEL if inter > 1 else ort.ExecutionMode.ORT_SEQUENTIAL
+        )
+        level = int_parameter(config, "graph_optimization_level")
+        if level is None:
+            level = config.optimization.graph.level
+        options.graph_optimization_level = {
+            -1: ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
+            1: ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
+        }.get(level, ort.GraphOptimizationLevel.ORT_ENABLE_ALL)
+        arena = parameter(config, "enable_mem_arena")
+        if arena is not None:
+            options.enable_cpu_mem_arena = arena.strip().lower() in ("1", "true", "yes", "on")
+        options.log_severity_level = 3
+        return options
+
+    def _providers(self) -> list[Any]:
+        available = ort.get_available_providers()
+        if self.placement.kind != "KIND_GPU" or "CUDAExecutionProvider" not in available:
+            return ["CPUExecutionProvider"]
+        device = {"device_id": self.placement.device_id}
+        providers: list[Any] = []
+        accelerators = self.spec.config.optimization.execution_accelerators
+        wants_trt = any(a.name == "tensorrt" for a in accelerators.gpu_execution_accelerator)
+        if wants_trt and "TensorrtExecutionProvider" in available:
+            providers.append(("TensorrtExecutionProvider", device))
+        providers.append(("CUDAExecutionProvider", device))
+        providers.append("CPUExecutionProvider")
+        return providers
+
+
+def _tensor_info(value: Any) -> TensorInfo:
+    shape = tuple(d if isinstance(d, int) and d >= 0 else -1 for d in value.shape)
+    return TensorInfo(
+        name=value.name, datatype=ORT_TO_WIRE.get(value.type, value.type), shape=shape
+    )
+
+
+def _to_strings(array: np.ndarray, name: str) -> np.ndarray:
+    # NOTE: ORT's Python binding stringifies bytes objects ("b'x'"); it needs str, UTF-8 inside.
+    try:
+        items = [v.decode("utf-8") if isinstance(v, bytes) else str(v) for v in array.ravel()]
+    except UnicodeDecodeError:
+        raise InvalidArgumentError(f"input '{name}': BYTES elements must be UTF-8 text") from None
+    return np.array(items, dtype=object).reshape(array.shape)
+
+
+def _to_bytes(array: np.ndarray) -> np.ndarray:
+    items = [v.encode("utf-8") if isinstance(v, str) else v for v in array.ravel()]
+    out = np.empty(len(items), dtype=object)
+    out[:] = items
+    return out.reshape(array.shape)

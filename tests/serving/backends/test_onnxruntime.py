@@ -1,0 +1,216 @@
+"""The ONNX Runtime backend on generated models: batching, BYTES, requested outputs, errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+
+from repository import demo_models
+from serving.backends.base import InstancePlacement
+from serving.backends.onnxruntime import OnnxRuntimeInstance
+from serving.core.types import InferRequest, InferResponse, RequestedOutput
+from serving.errors import ErrorCode, ServingError, UnavailableError
+
+from .specs import spec_for
+
+pytestmark = pytest.mark.embedded
+
+CPU = InstancePlacement(name="m_0", kind="KIND_CPU", intra_op_threads=1)
+
+
+def _loaded(model_dir: Path, **kwargs: object) -> OnnxRuntimeInstance:
+    instance = OnnxRuntimeInstance(spec_for(model_dir, **kwargs), CPU)  # type: ignore[arg-type]
+    instance.load()
+    return instance
+
+
+def _add_sub_request(batch: int, seed: int, **kwargs: object) -> InferRequest:
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal((batch, 16)).astype(np.float32)
+    b = rng.standard_normal((batch, 16)).astype(np.float32)
+    return InferRequest(model_name="simple", inputs={"INPUT0": a, "INPUT1": b}, **kwargs)  # type: ignore[arg-type]
+
+
+def write_gather(repo: Path) -> Path:
+    """OUTPUT0 = DATA[INDEX]; an out-of-range INDEX fails at run time, not at validation."""
+    model_dir = repo / "gather"
+    (model_dir / "1").mkdir(parents=True)
+    data = onnx.numpy_helper.from_array(np.arange(4, dtype=np.float32), "DATA")
+    graph = onnx.helper.make_graph(
+        [onnx.helper.make_node("Gather", ["DATA", "INDEX"], ["OUTPUT0"])],
+        "gather",
+        [onnx.helper.make_tensor_value_info("INDEX", onnx.TensorProto.INT64, ["b", 1])],
+        [onnx.helper.make_tensor_value_info("OUTPUT0", onnx.TensorProto.FLOAT, ["b", 1])],
+        [data],
+    )
+    model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, str(model_dir / "1" / "model.onnx"))
+    (model_dir / "config.pbtxt").write_text(
+        'name: "gather" platform: "onnxruntime_onnx" max_batch_size: 8\n'
+        'input { name: "INDEX" data_type: TYPE_INT64 dims: [1] }\n'
+        'output { name: "OUTPUT0" data_type: TYPE_FP32 dims: [1] }\n'
+    )
+    return model_dir
+
+
+def test_batch_is_concatenated_and_split_back_per_request(tmp_path: Path) -> None:
+    instance = _loaded(demo_models.write_onnx_add_sub(tmp_path, dtype="FP32"))
+    requests = [_add_sub_request(n, seed=n, id=f"r{n}") for n in (1, 2, 3)]
+    results = instance.execute_checked(requests)
+    for request, result in zip(requests, results, strict=True):
+        assert isinstance(result, InferResponse)
+        assert result.id == request.id and result.model_version == 1
+        a, b = request.inputs["INPUT0"], request.inputs["INPUT1"]
+        np.testing.assert_allclose(result.outputs["OUTPUT0"], a + b, rtol=1e-6)
+        np.testing.assert_allclose(result.outputs["OUTPUT1"], a - b, rtol=1e-6)
+
+
+def test_only_requested_outputs_are_returned(tmp_path: Path) -> None:
+    instance = _loaded(demo_models.write_onnx_add_sub(tmp_path, dtype="FP32"))
+    request = _add_sub_request(2, seed=0, outputs=[RequestedOutput(name="OUTPUT1")])
+    (result,) = instance.execute_checked([request])
+    assert isinstance(result, InferResponse)
+    assert list(result.outputs) == ["OUTPUT1"]
+
+
+def test_bad_request_fails_alone_and_neighbours_succeed(tmp_path: Path) -> None:
+    instance = _loaded(demo_models.write_onnx_add_sub(tmp_path, dtype="FP32"))
+    bad = _add_sub_request(1, seed=1)
+    bad.inputs["INPUT1"] = bad.inputs["INPUT1"].astype(np.float64)
+    missing = _add_sub_request(1, seed=2)
+    del missing.inputs["INPUT1"]
+    unknown_output = _add_sub_request(1, seed=3, outputs=[RequestedOutput(name="NOPE")])
+    good = [_add_sub_request(1, seed=4), _add_sub_request(2, seed=5)]
+    results = instance.execute_checked([good[0], bad, missing, unknown_output, good[1]])
+    assert isinstance(results[0], InferResponse) and isinstance(results[4], InferResponse)
+    for failed in results[1:4]:
+        assert isinstance(failed, ServingError) and failed.code is ErrorCode.INVALID_ARG
+    assert "data-type is 'FP64'" in str(results[1])
+    assert "missing required input(s) ['INPUT1']" in str(results[2])
+
+
+def test_runtime_failure_of_one_request_does_not_fail_the_batch(tmp_path: Path) -> None:
+    instance = _loaded(write_gather(tmp_path))
+    indexes = [[[1]], [[99]], [[3], [0]]]
+    requests = [
+        InferRequest(model_name="gather", inputs={"INDEX": np.array(i, dtype=np.int64)})
+        for i in indexes
+    ]
+    ok1, failed, ok2 = instance.execute_checked(requests)
+    assert isinstance(ok1, InferResponse) and ok1.outputs["OUTPUT0"].tolist() == [[1.0]]
+    assert isinstance(ok2, InferResponse) and ok2.outputs["OUTPUT0"].tolist() == [[3.0], [0.0]]
+    assert isinstance(failed, ServingError) and failed.code is ErrorCode.INTERNAL
+
+
+def test_requests_with_different_trailing_shapes_run_in_separate_groups(tmp_path: Path) -> None:
+    instance = _loaded(demo_models.write_onnx_identity(tmp_path, dims=(-1,)))
+    arrays = [
+        np.ones((1, 3), np.float32),
+        np.zeros((2, 5), np.float32),
+        np.ones((1, 3), np.float32),
+    ]
+    requests = [InferRequest(model_name="identity", inputs={"INPUT0": a}) for a in arrays]
+    results = instance.execute_checked(requests)
+    for array, result in zip(arrays, results, strict=True):
+        assert isinstance(result, InferResponse)
+        np.testing.assert_array_equal(result.outputs["OUTPUT0"], array)
+
+
+def test_bytes_tensors_round_trip(tmp_path: Path) -> None:
+    instance = _loaded(demo_models.write_onnx_identity(tmp_path, dtype="BYTES", dims=(-1,)))
+    data = np.array([[b"hello", "wörld".encode()], [b"", b"x"]], dtype=object)
+    (result,) = instance.execute_checked(
+        [InferRequest(model_name="identity", inputs={"INPUT0": data})]
+    )
+    assert isinstance(result, InferResponse)
+    out = result.outputs["OUTPUT0"]
+    assert out.dtype == object and out.tolist() == data.tolist()
+
+
+def test_non_batching_model_runs_requests_one_by_one(tmp_path: Path) -> None:
+    instance = _loaded(demo_models.write_onnx_add_sub(tmp_path, dtype="INT32", max_batch_size=0))
+    requests = [
+        InferRequest(
+            model_name="simple",
+            inputs={"INPUT0": np.full(16, i, np.int32), "INPUT1": np.ones(16, np.int32)},
+        )
+        for i in range(3)
+    ]
+    results = instance.execute_checked(requests)
+    assert [r.outputs["OUTPUT0"][0] for r in results] == [1, 2, 3]  # type: ignore[union-attr]
+
+
+def test_reshape_is_applied_in_and_out(tmp_path: Path) -> None:
+    model_dir = demo_models.write_onnx_identity(tmp_path, dims=(2, 2), max_batch_size=4)
+    edit = (
+        'input [{ name: "INPUT0" data_type: TYPE_FP32 dims: [4] reshape { shape: [2, 2] } }] '
+        'output [{ name: "OUTPUT0" data_type: TYPE_FP32 dims: [4] reshape { shape: [2, 2] } }]'
+    )
+    spec = spec_for(model_dir)
+    del spec.config.input[:]
+    del spec.config.output[:]
+    from google.protobuf import text_format
+
+    text_format.Merge(edit, spec.config)
+    instance = OnnxRuntimeInstance(spec, CPU)
+    instance.load()
+    data = np.arange(8, dtype=np.float32).reshape(2, 4)
+    (result,) = instance.execute_checked(
+        [InferRequest(model_name="identity", inputs={"INPUT0": data})]
+    )
+    assert isinstance(result, InferResponse)
+    np.testing.assert_array_equal(result.outputs["OUTPUT0"], data)
+
+
+def test_corrupt_model_fails_to_load_as_unavailable(tmp_path: Path) -> None:
+    instance = OnnxRuntimeInstance(spec_for(demo_models.write_corrupt_onnx(tmp_path)), CPU)
+    with pytest.raises(UnavailableError, match="onnxruntime could not load the model"):
+        instance.load()
+
+
+def test_missing_model_file_names_the_file(tmp_path: Path) -> None:
+    model_dir = demo_models.write_onnx_identity(tmp_path)
+    (model_dir / "1" / "model.onnx").unlink()
+    with pytest.raises(UnavailableError, match="model file 'model.onnx' not found"):
+        OnnxRuntimeInstance(spec_for(model_dir), CPU).load()
+
+
+def test_artifact_io_reports_the_models_real_tensors(tmp_path: Path) -> None:
+    instance = _loaded(demo_models.write_onnx_add_sub(tmp_path, dtype="INT32", dims=(16,)))
+    inputs, outputs = instance.artifact_io()  # type: ignore[misc]
+    assert [(t.name, t.datatype, t.shape) for t in inputs] == [
+        ("INPUT0", "INT32", (-1, 16)),
+        ("INPUT1", "INT32", (-1, 16)),
+    ]
+    assert [t.name for t in outputs] == ["OUTPUT0", "OUTPUT1"]
+
+
+def test_cpu_session_uses_the_placements_thread_count(tmp_path: Path) -> None:
+    instance = _loaded(demo_models.write_onnx_identity(tmp_path))
+    assert instance.providers == ["CPUExecutionProvider"]
+    instance.unload()
+    with pytest.raises(UnavailableError, match="not loaded"):
+        instance.artifact_io()
+
+
+@pytest.mark.gpu
+def test_gpu_placement_uses_the_cuda_provider(tmp_path: Path) -> None:
+    import onnxruntime as ort
+
+    if "CUDAExecutionProvider" not in ort.get_available_providers():
+        pytest.skip(
+            "needs onnxruntime-gpu with CUDA and an NVIDIA GPU (CUDA provider not available)"
+        )
+    gpu = InstancePlacement(name="m_0", kind="KIND_GPU", device_id=0, intra_op_threads=1)
+    instance = OnnxRuntimeInstance(spec_for(demo_models.write_onnx_identity(tmp_path)), gpu)
+    instance.load()
+    assert instance.providers[0] == "CUDAExecutionProvider"
+    data = np.ones((2, 3), np.float32)
+    (result,) = instance.execute_checked(
+        [InferRequest(model_name="identity", inputs={"INPUT0": data})]
+    )
+    assert isinstance(result, InferResponse)
