@@ -1,0 +1,159 @@
+"""The registry's domain errors. Each has a stable ``code`` and structured ``extra`` fields; none
+knows about HTTP (the API maps codes to status codes in one table)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class RegistryError(Exception):
+    """Base of every registry error: ``code`` is stable, ``extra`` is JSON-serialisable."""
+
+    code = "registry_error"
+
+    def __init__(self, message: str, **extra: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.extra = extra
+
+
+class ModelNotFoundError(RegistryError):
+    code = "model_not_found"
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"model '{name}' does not exist", model=name)
+
+
+class VersionNotFoundError(RegistryError):
+    code = "version_not_found"
+
+    def __init__(self, name: str, version: int) -> None:
+        super().__init__(f"model '{name}' has no version {version}", model=name, version=version)
+
+
+class InvalidStateError(RegistryError):
+    """A state move that the current state does not allow (promote a failed version...)."""
+
+    code = "invalid_state"
+
+    def __init__(
+        self, name: str, version: int, *, state: str, action: str, allowed: list[str]
+    ) -> None:
+        super().__init__(
+            f"cannot {action} {name} v{version}: it is {state} "
+            f"(allowed from: {', '.join(allowed)})",
+            model=name,
+            version=version,
+            state=state,
+            action=action,
+            allowed=allowed,
+        )
+
+
+class ApprovalRequiredError(RegistryError):
+    code = "approval_required"
+
+    def __init__(self, name: str, version: int) -> None:
+        super().__init__(
+            f"{name} v{version} carries Python code and must be approved before it is promoted",
+            model=name,
+            version=version,
+        )
+
+
+class SelfApprovalError(RegistryError):
+    code = "self_approval"
+
+    def __init__(self, name: str, version: int, user: str) -> None:
+        super().__init__(
+            f"{name} v{version} was uploaded by {user}; someone else must approve it",
+            model=name,
+            version=version,
+            user=user,
+        )
+
+
+class ApprovalNotNeededError(RegistryError):
+    code = "approval_not_needed"
+
+    def __init__(self, name: str, version: int) -> None:
+        super().__init__(
+            f"{name} v{version} carries no code and needs no approval", model=name, version=version
+        )
+
+
+class PermissionDeniedError(RegistryError):
+    code = "permission_denied"
+
+    def __init__(self, action: str, role: str) -> None:
+        super().__init__(f"{action} needs the {role} role", action=action, role=role)
+
+
+class NothingToRollBackError(RegistryError):
+    code = "nothing_to_roll_back"
+
+    def __init__(self, name: str, current: int | None) -> None:
+        what = f"v{current} is promoted" if current else "no version is promoted"
+        super().__init__(
+            f"model '{name}' has no earlier promoted version to roll back to ({what})",
+            model=name,
+            current=current,
+        )
+
+
+class UploadError(RegistryError):
+    """An upload that cannot become a version: bad archive, unsafe entry, too large, no files."""
+
+    code = "invalid_upload"
+
+    def __init__(self, message: str, *, reason: str, **extra: Any) -> None:
+        super().__init__(message, reason=reason, **extra)
+        self.reason = reason
+
+
+class UploadTooLargeError(UploadError):
+    code = "upload_too_large"
+
+    def __init__(self, message: str, *, limit_bytes: int) -> None:
+        super().__init__(message, reason="too_large", limit_bytes=limit_bytes)
+
+
+class InvalidModelNameError(RegistryError):
+    code = "invalid_model_name"
+
+    def __init__(self, name: str) -> None:
+        super().__init__(
+            f"'{name}' is not a valid model name (letters, digits, '_', '-', '.'; no path)",
+            model=name,
+        )
+
+
+class GoldenRequestNotFoundError(RegistryError):
+    code = "golden_not_found"
+
+    def __init__(self, name: str, golden_id: int) -> None:
+        super().__init__(
+            f"model '{name}' has no golden request {golden_id}", model=name, golden_id=golden_id
+        )
+
+
+class GoldenRequestError(RegistryError):
+    code = "invalid_golden_request"
+
+
+class TokenInvalidError(RegistryError):
+    code = "invalid_token"
+
+    def __init__(self) -> None:
+        super().__init__("the API token is unknown or revoked")
+
+
+class BlobIntegrityError(RegistryError):
+    code = "blob_corrupt"
+
+    def __init__(self, sha256: str, actual: str) -> None:
+        super().__init__(
+            f"blob {sha256[:12]} does not match its checksum (got {actual[:12]})",
+            sha256=sha256,
+            actual=actual,
+        )

@@ -1,0 +1,148 @@
+"""The registry as serving sees it: frozen dataclasses and plain functions, no Django models.
+
+``serving/sources/registry.py`` calls these in a background thread. Nothing here returns a model
+instance or a queryset, so serving never depends on the ORM's shape.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import datetime
+from typing import Any, BinaryIO
+
+from django.db import transaction
+
+from repository import blobs, selectors, services
+from repository.models import ModelVersion, VersionState
+from repository.services.revision import REVISION_CHANNEL
+
+__all__ = [
+    "REVISION_CHANNEL",
+    "BlobRef",
+    "RegistrySnapshot",
+    "ReplicaInfo",
+    "ServableVersion",
+    "blob_open",
+    "live_replicas",
+    "replica_heartbeat",
+    "serving_revision",
+    "serving_snapshot",
+]
+
+
+@dataclasses.dataclass(frozen=True)
+class BlobRef:
+    """A file of a version: ``path`` relative to the version folder (or the model folder)."""
+
+    path: str
+    sha256: str
+    size: int
+
+
+@dataclasses.dataclass(frozen=True)
+class ServableVersion:
+    """One version serving may load, with its complete config and its files."""
+
+    model: str
+    version: int
+    config_text: str
+    files: tuple[BlobRef, ...]
+    model_files: tuple[BlobRef, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class RegistrySnapshot:
+    """What should be served at ``revision``: the promoted version of each model (served by
+    default) and every loadable version (validated, approved when code-bearing)."""
+
+    revision: int
+    promoted: tuple[ServableVersion, ...]
+    loadable: tuple[ServableVersion, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class ReplicaInfo:
+    """A serving replica's latest heartbeat."""
+
+    replica_id: str
+    address: str
+    http_url: str
+    started_at: datetime
+    last_seen: datetime
+    versions: tuple[dict[str, Any], ...]
+    last_error: str
+
+
+def serving_revision() -> int:
+    """The current serving revision (0 before anything was ever served)."""
+    return services.serving_revision_current()
+
+
+def serving_snapshot() -> RegistrySnapshot:
+    """A consistent snapshot: revision and versions are read in one transaction."""
+    with transaction.atomic():
+        # NOTE: the revision is read first, so a change committed meanwhile makes the snapshot look
+        # older than its content, never newer: the replica just reads again at the next revision.
+        revision = services.serving_revision_current()
+        versions = list(selectors.servable_version_list())
+    loadable = tuple(_servable(v) for v in versions)
+    promoted = tuple(
+        s for s, v in zip(loadable, versions, strict=True) if v.state == VersionState.PROMOTED
+    )
+    return RegistrySnapshot(revision=revision, promoted=promoted, loadable=loadable)
+
+
+def blob_open(sha256: str) -> BinaryIO:
+    """Open a stored blob for reading."""
+    return blobs.blob_open(sha256)
+
+
+def replica_heartbeat(
+    *,
+    replica_id: str,
+    address: str,
+    http_url: str,
+    started_at: datetime,
+    versions: list[dict[str, Any]],
+    last_error: str,
+) -> None:
+    """Record a replica's heartbeat (see ``repository.services.replica_heartbeat``)."""
+    services.replica_heartbeat(
+        replica_id=replica_id,
+        address=address,
+        http_url=http_url,
+        started_at=started_at,
+        versions=versions,
+        last_error=last_error,
+    )
+
+
+def live_replicas(max_age_s: float = 15) -> list[ReplicaInfo]:
+    """Replicas heard from in the last ``max_age_s`` seconds."""
+    return [
+        ReplicaInfo(
+            replica_id=r.replica_id,
+            address=r.address,
+            http_url=r.http_url,
+            started_at=r.started_at,
+            last_seen=r.last_seen,
+            versions=tuple(r.versions),
+            last_error=r.last_error,
+        )
+        for r in selectors.replica_list(max_age_s=max_age_s)
+    ]
+
+
+def _servable(version: ModelVersion) -> ServableVersion:
+    files = list(version.files.all())
+    return ServableVersion(
+        model=version.model.name,
+        version=version.number,
+        config_text=version.config_text,
+        files=tuple(_ref(f) for f in files if not f.model_level),
+        model_files=tuple(_ref(f) for f in files if f.model_level),
+    )
+
+
+def _ref(f: Any) -> BlobRef:
+    return BlobRef(path=f.path, sha256=f.blob_id, size=f.blob.size)

@@ -1,0 +1,22 @@
+"""The registry's tables, split by subdomain and re-exported here."""
+
+from repository.models.audit import Event
+from repository.models.catalog import Blob, Model, ModelVersion, VersionFile, VersionState
+from repository.models.golden import GoldenRequest, GoldenState
+from repository.models.serving import ServingReplica, ServingRevision
+from repository.models.tokens import ApiToken, Role
+
+__all__ = [
+    "ApiToken",
+    "Blob",
+    "Event",
+    "GoldenRequest",
+    "GoldenState",
+    "Model",
+    "ModelVersion",
+    "Role",
+    "ServingReplica",
+    "ServingRevision",
+    "VersionFile",
+    "VersionState",
+]

@@ -1,0 +1,76 @@
+"""API tokens: created once in plain text, kept as a sha256 hash, revocable."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from datetime import timedelta
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from repository.errors import TokenInvalidError
+from repository.models import ApiToken, Event, Role
+from repository.services.events import event_record
+
+KEY_PREFIX_CHARS = 8
+# Updating last_used on every request would turn each read into a write; once a minute is plenty.
+LAST_USED_RESOLUTION = timedelta(seconds=60)
+
+
+def api_token_hash(key: str) -> str:
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+def api_token_create(
+    *, user: Any, role: str, name: str = "", actor: Any = None
+) -> tuple[ApiToken, str]:
+    """Create a token for ``user`` and return it with its plain key (shown once, never stored)."""
+    role = Role(role).value
+    key = secrets.token_urlsafe(32)
+    with transaction.atomic():
+        token = ApiToken.objects.create(
+            user=user,
+            name=name,
+            role=role,
+            key_hash=api_token_hash(key),
+            prefix=key[:KEY_PREFIX_CHARS],
+        )
+        event_record(
+            actor=actor if actor is not None else user,
+            action=Event.Action.TOKEN_CREATE,
+            detail={"token": token.prefix, "user": user.get_username(), "role": role},
+        )
+    return token, key
+
+
+def api_token_revoke(*, token: ApiToken, actor: Any) -> ApiToken:
+    """Revoke a token (idempotent)."""
+    with transaction.atomic():
+        token = ApiToken.objects.select_for_update().get(pk=token.pk)
+        if token.revoked_at is None:
+            token.revoked_at = timezone.now()
+            token.save(update_fields=["revoked_at"])
+            event_record(
+                actor=actor,
+                action=Event.Action.TOKEN_REVOKE,
+                detail={"token": token.prefix, "user": token.user.get_username()},
+            )
+    return token
+
+
+def api_token_authenticate(*, key: str) -> ApiToken:
+    """The live token for ``key`` (its user selected) or TokenInvalidError."""
+    token = (
+        ApiToken.objects.select_related("user")
+        .filter(key_hash=api_token_hash(key or ""), revoked_at__isnull=True)
+        .first()
+    )
+    if token is None or not token.user.is_active:
+        raise TokenInvalidError()
+    now = timezone.now()
+    if token.last_used is None or now - token.last_used > LAST_USED_RESOLUTION:
+        ApiToken.objects.filter(pk=token.pk).update(last_used=now)
+        token.last_used = now
+    return token

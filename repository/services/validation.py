@@ -1,0 +1,81 @@
+"""Validation entry points: run by the worker, or re-queued by a user or a sweep."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from repository.errors import InvalidStateError
+from repository.models import Event, ModelVersion, VersionState
+from repository.services.events import event_record
+
+
+def model_version_validate(*, version_id: int) -> ModelVersion | None:
+    """Validate a version now (the Celery task calls this). Idempotent: a version that is already
+    ready, failed, promoted or retired is left alone and None returned."""
+    from repository.validation.pipeline import version_validate_run
+
+    return version_validate_run(version_id)
+
+
+def model_version_revalidate(*, version: ModelVersion, actor: Any) -> ModelVersion:
+    """Send a failed version, or one whose validation was abandoned, through validation again."""
+    from repository.validation.pipeline import validation_stale_after
+
+    with transaction.atomic():
+        version = (
+            ModelVersion.objects.select_for_update().select_related("model").get(pk=version.pk)
+        )
+        stale = (
+            version.state == VersionState.VALIDATING
+            and version.validation_started_at is not None
+            and version.validation_started_at + validation_stale_after() <= timezone.now()
+        )
+        if version.state not in (VersionState.FAILED, VersionState.UPLOADED) and not stale:
+            raise InvalidStateError(
+                version.model.name,
+                version.number,
+                state=version.state,
+                action="revalidate",
+                allowed=["failed", "uploaded", "validating (abandoned)"],
+            )
+        version.state = VersionState.UPLOADED
+        version.validation_started_at = None
+        version.save(update_fields=["state", "validation_started_at"])
+        event_record(
+            actor=actor,
+            action=Event.Action.VALIDATION_STARTED,
+            model=version.model,
+            to_version=version.number,
+            detail={"requeued": True},
+        )
+        _enqueue(version.pk)
+    return version
+
+
+def model_versions_requeue_stale() -> list[int]:
+    """Re-queue every version left in ``uploaded`` or abandoned in ``validating`` (a worker that
+    died mid-run); returns their ids. Run when a worker starts."""
+    from repository.validation.pipeline import validation_stale_after
+
+    cutoff = timezone.now() - validation_stale_after()
+    ids = list(
+        ModelVersion.objects.filter(
+            state=VersionState.VALIDATING, validation_started_at__lte=cutoff
+        ).values_list("pk", flat=True)
+    )
+    for version_id in ids:
+        transaction.on_commit(lambda v=version_id: _delay(v))
+    return ids
+
+
+def _enqueue(version_id: int) -> None:
+    transaction.on_commit(lambda: _delay(version_id))
+
+
+def _delay(version_id: int) -> None:
+    from repository.tasks import validate_version
+
+    validate_version.delay(version_id)

@@ -1,0 +1,284 @@
+"""Validate one version: config parse, checksums, then ``serving.check`` for load, I/O, warm-up and
+golden requests. The outcome lands on the version row in one transaction: ready or failed."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import tempfile
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from repository.errors import BlobIntegrityError, RegistryError
+from repository.models import Event, GoldenRequest, GoldenState, ModelVersion, VersionState
+from repository.services.events import event_record
+from repository.services.live import version_progress_publish
+from repository.services.revision import serving_revision_bump
+from repository.validation.materialise import version_materialise
+from repository.validation.report import FAILED, StepFailed, StepRecorder
+from repository.validation.runner import CheckLimits, check_command, run_check
+
+logger = logging.getLogger(__name__)
+
+# A validating version whose run started longer ago than the limit plus this is taken to be
+# abandoned (its worker died) and is validated again.
+STALE_GRACE_S = 60
+
+
+class ValidationBusyError(RegistryError):
+    """Another run is validating this version right now; try again after it can have finished."""
+
+    code = "validation_busy"
+
+    def __init__(self, version_id: int, retry_after_s: float) -> None:
+        super().__init__(
+            f"version {version_id} is being validated",
+            version_id=version_id,
+            retry_after_s=retry_after_s,
+        )
+        self.retry_after_s = retry_after_s
+
+
+@dataclasses.dataclass
+class Verdict:
+    ok: bool
+    config_text: str = ""
+    autocompleted_fields: list[str] = dataclasses.field(default_factory=list)
+    error: str = ""
+    golden: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+
+
+def validation_stale_after() -> timedelta:
+    return timedelta(seconds=CheckLimits.from_settings().time_limit_s + STALE_GRACE_S)
+
+
+def version_validate_run(version_id: int) -> ModelVersion | None:
+    """Validate a version end to end. Returns None when there is nothing to do (terminal, gone)."""
+    version = _begin(version_id)
+    if version is None:
+        return None
+    recorder = StepRecorder(version)
+    try:
+        with tempfile.TemporaryDirectory(prefix="portico-validate-") as tmp:
+            verdict = _run(version, Path(tmp), recorder)
+    except Exception as exc:  # noqa: BLE001 - any crash must still end in a failed report
+        logger.exception("validation of version %s crashed", version_id)
+        verdict = Verdict(ok=False, error=f"validation crashed: {exc}")
+    return _finish(version_id, recorder, verdict)
+
+
+def _begin(version_id: int) -> ModelVersion | None:
+    with transaction.atomic():
+        version = (
+            ModelVersion.objects.select_for_update()
+            .select_related("model")
+            .filter(pk=version_id)
+            .first()
+        )
+        if version is None:
+            logger.info("version %s no longer exists; nothing to validate", version_id)
+            return None
+        if version.is_terminal_for_validation:
+            return None
+        now = timezone.now()
+        if version.state == VersionState.VALIDATING and version.validation_started_at:
+            stale_at = version.validation_started_at + validation_stale_after()
+            if stale_at > now:
+                raise ValidationBusyError(version_id, (stale_at - now).total_seconds())
+            logger.warning("version %s: abandoned validation is run again", version_id)
+        version.state = VersionState.VALIDATING
+        version.validation_started_at = now
+        version.validation_steps = []
+        version.validation_error = ""
+        version.save(
+            update_fields=["state", "validation_started_at", "validation_steps", "validation_error"]
+        )
+        event_record(
+            actor=None,
+            action=Event.Action.VALIDATION_STARTED,
+            model=version.model,
+            to_version=version.number,
+        )
+    version_progress_publish(version)
+    return version
+
+
+def _run(version: ModelVersion, tmp: Path, recorder: StepRecorder) -> Verdict:
+    try:
+        with recorder.step("config"):
+            _check_submitted_config(version)
+        with recorder.step("checksums") as out:
+            model_dir, version_dir = _materialise(version, tmp / "repo")
+            out["message"] = f"{version.files.count()} files verified"
+    except StepFailed as exc:
+        return Verdict(ok=False, error=str(exc))
+    return _run_check(version, tmp, model_dir, version_dir, recorder)
+
+
+def _check_submitted_config(version: ModelVersion) -> None:
+    text = version.submitted_config_text
+    if not text:
+        return
+    from repository.config import ConfigError, parse_config_text
+
+    try:
+        cfg = parse_config_text(text)
+    except ConfigError as exc:
+        raise StepFailed("config.pbtxt: " + "; ".join(exc.problems)) from exc
+    if cfg.name and cfg.name != version.model.name:
+        raise StepFailed(
+            f"config.pbtxt: name: '{cfg.name}' does not match the model name '{version.model.name}'"
+        )
+
+
+def _materialise(version: ModelVersion, root: Path) -> tuple[Path, Path]:
+    try:
+        return version_materialise(version, root)
+    except BlobIntegrityError as exc:
+        raise StepFailed(exc.message) from exc
+    except OSError as exc:
+        raise StepFailed(f"could not read the stored files: {exc}") from exc
+
+
+def _run_check(
+    version: ModelVersion, tmp: Path, model_dir: Path, version_dir: Path, recorder: StepRecorder
+) -> Verdict:
+    config_file = None
+    if version.submitted_config_text:
+        config_file = tmp / "submitted.pbtxt"
+        config_file.write_text(version.submitted_config_text, encoding="utf-8")
+    golden_file = _write_golden_file(version, tmp / "golden.json")
+    report_file = tmp / "report.json"
+    cmd = check_command(
+        model_dir=model_dir,
+        version_dir=version_dir,
+        config_file=config_file,
+        golden_file=golden_file,
+        report_file=report_file,
+    )
+    outcome = run_check(
+        cmd, report_file=report_file, limits=CheckLimits.from_settings(), on_step=recorder.add
+    )
+    report = outcome.report
+    if report is None:
+        reason = outcome.failure_reason()
+        recorder.add({"name": "check", "status": FAILED, "message": reason, "duration_ms": 0})
+        return Verdict(ok=False, error=reason)
+    if not report.get("ok"):
+        return Verdict(ok=False, error=_report_error(report, recorder), golden=_golden(report))
+    return Verdict(
+        ok=True,
+        config_text=str(report.get("config_text") or ""),
+        autocompleted_fields=[str(f) for f in report.get("autocompleted_fields") or []],
+        golden=_golden(report),
+    )
+
+
+def _write_golden_file(version: ModelVersion, path: Path) -> Path | None:
+    goldens = GoldenRequest.objects.filter(model=version.model, state=GoldenState.RECORDED)
+    entries = [golden_entry(g, expected=True) for g in goldens]
+    if not entries:
+        return None
+    path.write_text(json.dumps(entries), encoding="utf-8")
+    return path
+
+
+def golden_entry(golden: GoldenRequest, *, expected: bool) -> dict[str, Any]:
+    """One request of the ``--golden`` file ``serving.check`` reads."""
+    return {
+        "id": golden.pk,
+        "name": golden.name,
+        "inputs": golden.inputs,
+        "outputs": golden.expected_outputs if expected else None,
+        "rtol": golden.rtol,
+        "atol": golden.atol,
+    }
+
+
+def _golden(report: dict[str, Any]) -> list[dict[str, Any]]:
+    golden = report.get("golden") or []
+    return [g for g in golden if isinstance(g, dict)]
+
+
+def _report_error(report: dict[str, Any], recorder: StepRecorder) -> str:
+    steps = [s for s in report.get("steps") or [] if isinstance(s, dict)]
+    failed = next((s for s in steps if s.get("status") == FAILED), None) or recorder.failed_step
+    if failed is None:
+        return "the check failed without naming a step"
+    return f"{failed.get('name')}: {failed.get('message', '')}"
+
+
+def _finish(version_id: int, recorder: StepRecorder, verdict: Verdict) -> ModelVersion | None:
+    with transaction.atomic():
+        version = (
+            ModelVersion.objects.select_for_update()
+            .select_related("model")
+            .filter(pk=version_id)
+            .first()
+        )
+        if version is None or version.state != VersionState.VALIDATING:
+            return version
+        _apply(version, recorder, verdict)
+        _record_golden_results(version, verdict.golden)
+        event_record(
+            actor=None,
+            action=Event.Action.VALIDATED if verdict.ok else Event.Action.VALIDATION_FAILED,
+            model=version.model,
+            to_version=version.number,
+            detail={} if verdict.ok else {"error": verdict.error},
+        )
+        if verdict.ok:
+            serving_revision_bump()  # a ready version is loadable by explicit version
+    version_progress_publish(version)
+    return version
+
+
+def _apply(version: ModelVersion, recorder: StepRecorder, verdict: Verdict) -> None:
+    version.validation_steps = recorder.steps
+    version.validated_at = timezone.now()
+    version.validation_error = verdict.error
+    version.state = VersionState.READY if verdict.ok else VersionState.FAILED
+    fields = ["validation_steps", "validated_at", "validation_error", "state"]
+    if verdict.ok:
+        version.config_text = verdict.config_text
+        version.autocompleted_fields = verdict.autocompleted_fields
+        version.backend = _backend_of(verdict.config_text)
+        version.needs_approval = version.needs_approval or version.backend == "python"
+        fields += ["config_text", "autocompleted_fields", "backend", "needs_approval"]
+        _model_backend_update(version)
+    version.save(update_fields=fields)
+
+
+def _backend_of(config_text: str) -> str:
+    if not config_text:
+        return ""
+    from repository.config import ConfigError, parse_config_text
+
+    try:
+        cfg = parse_config_text(config_text)
+    except ConfigError:
+        return ""
+    return str(cfg.backend or cfg.platform)
+
+
+def _model_backend_update(version: ModelVersion) -> None:
+    model = version.model
+    if version.backend and model.backend != version.backend:
+        model.backend = version.backend
+        model.save(update_fields=["backend"])
+
+
+def _record_golden_results(version: ModelVersion, golden: list[dict[str, Any]]) -> None:
+    for result in golden:
+        GoldenRequest.objects.filter(pk=result.get("id"), model=version.model).update(
+            last_results={
+                "version": version.number,
+                "ok": bool(result.get("ok")),
+                "message": str(result.get("message", "")),
+            }
+        )
