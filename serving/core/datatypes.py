@@ -1,0 +1,144 @@
+"""Wire datatypes (``FP32``, ``BYTES``...) and their numpy dtypes, for the request path.
+
+Lookups are plain dicts so that decoding a tensor costs one hash lookup. BYTES tensors are numpy
+object arrays of ``bytes``; BF16 uses ``ml_dtypes.bfloat16``. Binary BYTES layout
+(PROTOCOL.md §1.4): per element a 4-byte little-endian length, then the bytes.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+
+from serving.errors import InvalidArgumentError
+
+NumpyArray = np.ndarray[Any, Any]
+
+NUMPY_BY_WIRE: dict[str, np.dtype[Any]] = {
+    "BOOL": np.dtype(np.bool_),
+    "UINT8": np.dtype(np.uint8),
+    "UINT16": np.dtype(np.uint16),
+    "UINT32": np.dtype(np.uint32),
+    "UINT64": np.dtype(np.uint64),
+    "INT8": np.dtype(np.int8),
+    "INT16": np.dtype(np.int16),
+    "INT32": np.dtype(np.int32),
+    "INT64": np.dtype(np.int64),
+    "FP16": np.dtype(np.float16),
+    "FP32": np.dtype(np.float32),
+    "FP64": np.dtype(np.float64),
+    "BF16": np.dtype(ml_dtypes.bfloat16),
+    "BYTES": np.dtype(object),
+}
+# Little-endian versions, for decoding wire bytes on any host.
+_LE_BY_WIRE: dict[str, np.dtype[Any]] = {
+    wire: dtype.newbyteorder("<") if dtype.itemsize > 1 and wire != "BYTES" else dtype
+    for wire, dtype in NUMPY_BY_WIRE.items()
+}
+_WIRE_BY_NUMPY: dict[np.dtype[Any], str] = {
+    dtype: wire for wire, dtype in NUMPY_BY_WIRE.items() if wire != "BYTES"
+}
+
+_LENGTH = struct.Struct("<I")
+
+
+def wire_from_numpy(dtype: np.dtype[Any]) -> str:
+    """The wire datatype of a numpy array's dtype (object, bytes and str arrays are BYTES)."""
+    wire = _WIRE_BY_NUMPY.get(dtype)
+    if wire is not None:
+        return wire
+    if dtype.kind in ("O", "S", "U"):
+        return "BYTES"
+    raise InvalidArgumentError(f"numpy dtype {dtype} has no Triton data type")
+
+
+def numpy_from_wire(datatype: str) -> np.dtype[Any]:
+    """The numpy dtype of a wire datatype; an unknown name is a client error."""
+    try:
+        return NUMPY_BY_WIRE[datatype]
+    except KeyError:
+        raise InvalidArgumentError(f"invalid datatype '{datatype}'") from None
+
+
+def element_count(shape: list[int] | tuple[int, ...]) -> int:
+    count = 1
+    for dim in shape:
+        count *= dim
+    return count
+
+
+def tensor_from_bytes(
+    raw: bytes | memoryview, datatype: str, shape: list[int], *, name: str, model_name: str
+) -> NumpyArray:
+    """Decode one tensor's raw (binary extension / gRPC raw contents) bytes."""
+    count = element_count(shape)
+    if datatype == "BYTES":
+        return bytes_tensor_from_raw(raw, count, shape, name=name, model_name=model_name)
+    dtype = _LE_BY_WIRE.get(datatype)
+    if dtype is None:
+        raise InvalidArgumentError(f"invalid datatype '{datatype}' for input '{name}'")
+    expected = count * dtype.itemsize
+    if len(raw) != expected:
+        raise InvalidArgumentError(
+            f"unexpected size for input '{name}', expecting {expected} bytes for model "
+            f"'{model_name}', got {len(raw)} bytes"
+        )
+    array = np.frombuffer(raw, dtype=dtype).reshape(shape)
+    return array if dtype.isnative else array.astype(dtype.newbyteorder("="))
+
+
+def bytes_tensor_from_raw(
+    raw: bytes | memoryview, count: int, shape: list[int], *, name: str, model_name: str
+) -> NumpyArray:
+    """Parse length-prefixed BYTES elements; the element count must match the shape exactly."""
+    view = memoryview(raw)
+    items: list[bytes] = []
+    offset, end = 0, len(view)
+    while offset < end:
+        if offset + 4 > end:
+            raise InvalidArgumentError(
+                f"unexpected end of BYTES data for input '{name}' of model '{model_name}'"
+            )
+        (length,) = _LENGTH.unpack_from(view, offset)
+        offset += 4
+        if offset + length > end:
+            raise InvalidArgumentError(
+                f"element of input '{name}' of model '{model_name}' claims {length} bytes "
+                f"but only {end - offset} remain"
+            )
+        items.append(bytes(view[offset : offset + length]))
+        offset += length
+    if len(items) != count:
+        raise InvalidArgumentError(
+            f"unexpected number of string elements {len(items)} for inference input '{name}' "
+            f"of model '{model_name}', expecting {count}"
+        )
+    array = np.empty(count, dtype=object)
+    array[:] = items
+    return array.reshape(shape)
+
+
+def tensor_to_bytes(array: NumpyArray) -> bytes:
+    """Raw little-endian bytes of a tensor; BYTES elements length-prefixed."""
+    if array.dtype.kind in ("O", "S", "U"):
+        return serialize_bytes_elements(array)
+    if array.dtype.byteorder == ">":
+        array = array.astype(array.dtype.newbyteorder("<"))
+    return np.ascontiguousarray(array).tobytes()
+
+
+def serialize_bytes_elements(array: NumpyArray) -> bytes:
+    parts: list[bytes] = []
+    for item in array.ravel():
+        if isinstance(item, str):
+            data = item.encode("utf-8")
+        elif isinstance(item, bytes | bytearray | memoryview):
+            data = bytes(item)
+        else:
+            data = str(item).encode("utf-8")
+        parts.append(_LENGTH.pack(len(data)))
+        parts.append(data)
+    return b"".join(parts)

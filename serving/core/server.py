@@ -1,0 +1,507 @@
+"""The inference server core: model table, version routing, readiness, load / swap / unload.
+
+One ``InferenceServer`` per process, living on the asyncio loop. Transports (HTTP, gRPC) decode into
+``InferRequest`` and call ``infer``; sources (folder, registry) call ``apply_model`` and
+``unload_model``. A new version is loaded and warmed next to the one serving, routing flips in one
+synchronous step on the loop, and the replaced version drains before it unloads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Protocol
+
+from serving.backends.base import ModelInstance
+from serving.core.classification import classify
+from serving.core.hops import run_blocking
+from serving.core.model_spec import ModelSpec
+from serving.core.model_table import (
+    LOADING,
+    READY,
+    UNAVAILABLE,
+    UNLOADED_REASON,
+    UNLOADING,
+    LoadedVersion,
+    ModelEntry,
+)
+from serving.core.signature import check_request
+from serving.core.types import InferRequest, InferResponse
+from serving.errors import (
+    InvalidArgumentError,
+    NotFoundError,
+    ServingError,
+    UnavailableError,
+    UnsupportedError,
+)
+from serving.schedulers.base import Scheduler
+from serving.settings import ServingSettings
+
+logger = logging.getLogger("serving.core")
+
+SERVER_VERSION = "2.73.0"
+EXTENSIONS = (
+    "classification",
+    "sequence",
+    "model_repository",
+    "model_repository(unload_dependents)",
+    "schedule_policy",
+    "model_configuration",
+    "binary_tensor_data",
+    "parameters",
+    "statistics",
+)
+
+InstanceFactory = Callable[[ModelSpec], list[ModelInstance]]
+SchedulerFactory = Callable[..., Scheduler]
+WarmupFn = Callable[[ModelSpec, list[ModelInstance]], None]
+
+
+class ModelControl(Protocol):
+    """What the repository endpoints ask of the source that owns the model table."""
+
+    def model_names(self) -> list[str]: ...
+
+    async def load_model(
+        self, name: str, *, config_json: str | None, files: dict[str, bytes]
+    ) -> None: ...
+
+    async def unload_model(self, name: str, *, unload_dependents: bool) -> None: ...
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class VersionPlan:
+    """One version a source wants served; the same fingerprint means "unchanged, keep it"."""
+
+    spec: ModelSpec
+    fingerprint: str = ""
+
+
+class InferenceServer:
+    """Routes requests to loaded model versions and owns their lifecycle."""
+
+    def __init__(
+        self,
+        settings: ServingSettings,
+        *,
+        instance_factory: InstanceFactory | None = None,
+        scheduler_factory: SchedulerFactory | None = None,
+        warmup: WarmupFn | None = None,
+    ) -> None:
+        self.settings = settings
+        self.models: dict[str, ModelEntry] = {}
+        self.control: ModelControl | None = None
+        self.on_demand: Callable[[str, int], Awaitable[bool]] | None = None
+        self.started_at = time.time()
+        self.shutting_down = False
+        self._instance_factory = instance_factory or _default_instance_factory(settings)
+        self._scheduler_factory = scheduler_factory or _default_scheduler_factory()
+        self._warmup = warmup if warmup is not None else _default_warmup()
+
+    # -- health --------------------------------------------------------------------------------
+
+    @property
+    def live(self) -> bool:
+        return not self.shutting_down
+
+    @property
+    def ready(self) -> bool:
+        if self.shutting_down:
+            return False
+        if not self.settings.strict_readiness:
+            return True
+        for entry in self.models.values():
+            if not entry.versions:
+                return False
+            for lv in entry.versions.values():
+                if lv.state == READY and not lv.healthy:
+                    return False
+                if lv.state != READY and lv.reason != UNLOADED_REASON:
+                    return False
+        return True
+
+    def server_metadata(self) -> dict[str, Any]:
+        return {"name": self.settings.server_id, "version": SERVER_VERSION,
+                "extensions": list(EXTENSIONS)}  # fmt: skip
+
+    # -- routing -------------------------------------------------------------------------------
+
+    def entry(self, name: str) -> ModelEntry:
+        entry = self.models.get(name)
+        if entry is None:
+            raise InvalidArgumentError(f"Request for unknown model: '{name}' is not found")
+        return entry
+
+    def resolve(self, name: str, version: int | None) -> LoadedVersion:
+        """The version a request for (name, version) runs on; Triton's errors otherwise."""
+        entry = self.entry(name)
+        if version is None:
+            lv = entry.default()
+            if lv is None:
+                raise NotFoundError(
+                    f"Request for unknown model: '{name}' has no available versions"
+                )
+            return lv
+        lv = entry.versions.get(version)
+        if lv is None:
+            raise NotFoundError(
+                f"Request for unknown model: '{name}' version {version} is not found"
+            )
+        if lv.state != READY:
+            raise UnavailableError(
+                f"Request for unknown model: '{name}' version {version} is not at ready state"
+            )
+        return lv
+
+    async def infer(
+        self, request: InferRequest, *, decoupled_error: str | None = None
+    ) -> InferResponse:
+        """Run one request on the version it resolves to; raise a ServingError on failure.
+
+        ``decoupled_error``: the transport cannot carry a decoupled model's responses; refuse them
+        with this message.
+        """
+        try:
+            lv = self.resolve(request.model_name, request.model_version)
+        except NotFoundError:
+            if self.on_demand is None or request.model_version is None:
+                raise
+            if not await self.on_demand(request.model_name, request.model_version):
+                raise
+            lv = self.resolve(request.model_name, request.model_version)
+        if decoupled_error is not None and lv.signature.decoupled:
+            raise UnsupportedError(decoupled_error)
+        scheduler = lv.scheduler
+        if scheduler is None:  # pragma: no cover - READY implies a scheduler
+            raise UnavailableError(f"model '{lv.name}' version {lv.version} has no scheduler")
+        try:
+            check_request(request, lv.signature, lv.name)
+        except ServingError:
+            lv.statistics.record_failure(
+                reason="OTHER", total_ns=time.monotonic_ns() - request.arrival_ns
+            )
+            raise
+        lv.enter()
+        try:
+            response = await scheduler.infer(request)
+        finally:
+            lv.leave()
+        if request.outputs is not None:
+            return self._select_outputs(request, response, lv)
+        return response
+
+    def _select_outputs(
+        self, request: InferRequest, response: InferResponse, lv: LoadedVersion
+    ) -> InferResponse:
+        assert request.outputs is not None
+        outputs = {}
+        batching = lv.signature.max_batch_size > 0
+        for wanted in request.outputs:
+            array = response.outputs.get(wanted.name)
+            if array is None:
+                continue
+            if wanted.classification > 0:
+                array = classify(
+                    array,
+                    wanted.classification,
+                    batching=batching,
+                    labels=lv.signature.labels.get(wanted.name),
+                    name=wanted.name,
+                )
+            outputs[wanted.name] = array
+        response.outputs = outputs
+        return response
+
+    # -- metadata ------------------------------------------------------------------------------
+
+    def model_ready(self, name: str, version: int | None) -> bool:
+        entry = self.entry(name)
+        lv = entry.default() if version is None else entry.versions.get(version)
+        return lv is not None and lv.state == READY and lv.healthy
+
+    def model_metadata(self, name: str, version: int | None) -> dict[str, Any]:
+        lv = self.resolve(name, version)
+        if version is None:
+            versions = [str(v.version) for v in self.models[name].ready_versions()]
+        else:
+            versions = [str(version)]
+        inputs, outputs = lv.signature.tensor_metadata()
+        return {"name": name, "versions": versions, "platform": lv.signature.platform,
+                "inputs": inputs, "outputs": outputs}  # fmt: skip
+
+    def model_version_for_config(self, name: str, version: int | None) -> LoadedVersion:
+        return self.resolve(name, version)
+
+    def statistics(self, name: str | None = None, version: int | None = None) -> dict[str, Any]:
+        """Triton's statistics extension body for all models, one model, or one version."""
+        if name is None:
+            versions = [lv for e in self.models.values() for lv in e.ready_versions()]
+        elif version is None:
+            versions = self.entry(name).ready_versions()
+        else:
+            versions = [self.resolve(name, version)]
+        return {"model_stats": [lv.statistics.triton_dict() for lv in versions]}
+
+    def index(self, *, ready_only: bool = False) -> list[dict[str, Any]]:
+        """Every model the repository knows, with one row per known version."""
+        names = set(self.models)
+        if self.control is not None:
+            names.update(self.control.model_names())
+        rows: list[dict[str, Any]] = []
+        for name in sorted(names):
+            entry = self.models.get(name)
+            known: dict[int, LoadedVersion] = {}
+            if entry is not None:
+                known = {**entry.loading, **entry.versions}
+            if not known and not ready_only:
+                if entry is not None and entry.failure:
+                    rows.append({"name": name, "state": UNAVAILABLE, "reason": entry.failure})
+                else:
+                    rows.append({"name": name})
+            for number in sorted(known):
+                lv = known[number]
+                if ready_only and lv.state != READY:
+                    continue
+                row = {"name": name, "version": str(number), "state": lv.state}
+                if lv.reason:
+                    row["reason"] = lv.reason
+                rows.append(row)
+        return rows
+
+    def version_rows(self) -> list[dict[str, Any]]:
+        """(model, version, state, reason) of every known version, for logs and heartbeats."""
+        rows = []
+        for entry in self.models.values():
+            known = {**entry.loading, **entry.versions}
+            rows.extend(known[number].row() for number in sorted(known))
+        return rows
+
+    # -- repository endpoints ------------------------------------------------------------------
+
+    async def repository_load(
+        self, name: str, *, config_json: str | None = None, files: dict[str, bytes] | None = None
+    ) -> None:
+        control = self._require_explicit()
+        await control.load_model(name, config_json=config_json, files=files or {})
+
+    async def repository_unload(self, name: str, *, unload_dependents: bool = False) -> None:
+        control = self._require_explicit()
+        await control.unload_model(name, unload_dependents=unload_dependents)
+
+    def _require_explicit(self) -> ModelControl:
+        if self.control is None or self.settings.model_control_mode != "explicit":
+            raise UnavailableError(
+                "explicit model load / unload is not allowed if polling is enabled"
+            )
+        return self.control
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    async def apply_model(
+        self, name: str, plans: Sequence[VersionPlan], *, default_version: int | None = None
+    ) -> None:
+        """Make exactly ``plans`` the served versions of ``name``, without downtime.
+
+        Changed or new versions load next to the serving ones; if every load succeeds routing flips
+        at once and versions no longer planned drain and unload. If any load fails, nothing that
+        was serving changes (all-or-nothing, like Triton); the failure is kept per version and
+        raised as one error naming each failed version.
+        """
+        entry = self.models.setdefault(name, ModelEntry(name))
+        async with entry.lock:
+            entry.failure = ""
+            fresh = [p for p in plans if not self._unchanged(entry, p)]
+            for plan in fresh:
+                entry.loading[plan.spec.version] = LoadedVersion(plan.spec, plan.fingerprint)
+            new = [entry.loading[p.spec.version] for p in fresh]
+            errors = await asyncio.gather(*(self._load(lv) for lv in new))
+            failed = [(lv, err) for lv, err in zip(new, errors, strict=True) if err is not None]
+            if failed:
+                await self._abandon(entry, new, failed)
+                raise _load_error(name, failed)
+            replaced = self._flip(entry, new, {p.spec.version for p in plans}, default_version)
+            await asyncio.gather(*(self._retire(lv) for lv in replaced))
+
+    def _unchanged(self, entry: ModelEntry, plan: VersionPlan) -> bool:
+        current = entry.versions.get(plan.spec.version)
+        return (
+            current is not None
+            and current.state == READY
+            and bool(plan.fingerprint)
+            and current.fingerprint == plan.fingerprint
+        )
+
+    def _flip(
+        self,
+        entry: ModelEntry,
+        new: list[LoadedVersion],
+        planned: set[int],
+        default_version: int | None,
+    ) -> list[LoadedVersion]:
+        # NOTE: no await in here: routing changes in one step on the loop.
+        replaced: list[LoadedVersion] = []
+        for lv in new:
+            entry.loading.pop(lv.version, None)
+            old = entry.versions.get(lv.version)
+            if old is not None and old.state == READY:
+                replaced.append(old)
+            entry.versions[lv.version] = lv
+        for number, lv in list(entry.versions.items()):
+            if number in planned:
+                continue
+            if lv.state == READY:
+                lv.state = UNLOADING
+                replaced.append(lv)
+            elif lv.state == UNAVAILABLE and lv.reason != UNLOADED_REASON:
+                del entry.versions[number]
+        entry.default_version = default_version
+        return replaced
+
+    async def _abandon(
+        self,
+        entry: ModelEntry,
+        new: list[LoadedVersion],
+        failed: list[tuple[LoadedVersion, str]],
+    ) -> None:
+        failed_versions = {lv.version for lv, _ in failed}
+        for lv in new:
+            entry.loading.pop(lv.version, None)
+            if lv.version not in failed_versions:
+                await self._release(lv)
+        for lv, reason in failed:
+            current = entry.versions.get(lv.version)
+            if current is None or current.state != READY:
+                lv.state, lv.reason = UNAVAILABLE, reason
+                entry.versions[lv.version] = lv
+
+    def record_model_failure(self, name: str, reason: str) -> None:
+        """A model failed before any version could load (config, layout); keep why."""
+        entry = self.models.setdefault(name, ModelEntry(name))
+        entry.failure = reason
+        logger.warning("failed to load '%s': %s", name, reason)
+
+    async def unload_model(self, name: str) -> None:
+        """Stop routing to every version of ``name``, drain them, unload; a no-op when unknown."""
+        entry = self.models.get(name)
+        if entry is None:
+            return
+        async with entry.lock:
+            retiring = [lv for lv in entry.versions.values() if lv.state == READY]
+            for lv in retiring:
+                lv.state = UNLOADING
+            await asyncio.gather(*(self._retire(lv) for lv in retiring))
+
+    async def shutdown(self) -> None:
+        """Refuse new work, drain in-flight requests (bounded), unload everything."""
+        self.shutting_down = True
+        for name in list(self.models):
+            await self.unload_model(name)
+
+    async def _load(self, lv: LoadedVersion) -> str | None:
+        """Load, warm and start one version; the error text when it cannot serve."""
+        started = time.monotonic()
+        try:
+            lv.instances = await run_blocking(self._instance_factory, lv.spec)
+            if self._warmup is not None:
+                await run_blocking(self._warmup, lv.spec, lv.instances)
+            scheduler = self._scheduler_factory(
+                spec=lv.spec, instances=lv.instances, statistics=lv.statistics, server=self
+            )
+            await scheduler.start()
+        except Exception as exc:  # noqa: BLE001 - any load failure is reported per version
+            await self._release(lv)
+            reason = exc.message if isinstance(exc, ServingError) else f"{exc}"
+            logger.warning("failed to load '%s' version %s: %s", lv.name, lv.version, reason)
+            return reason or type(exc).__name__
+        lv.scheduler = scheduler
+        lv.statistics.load_duration_s = time.monotonic() - started
+        lv.state = READY
+        lv.loaded_at = time.time()
+        logger.info("loaded '%s' version %s in %.2fs", lv.name, lv.version,
+                    lv.statistics.load_duration_s)  # fmt: skip
+        return None
+
+    async def _retire(self, lv: LoadedVersion) -> None:
+        lv.state = UNLOADING
+        timeout_s = self.settings.exit_timeout_s
+        if not await lv.wait_idle(timeout_s):
+            logger.warning("'%s' version %s still busy after %ss; unloading", lv.name,
+                           lv.version, timeout_s)  # fmt: skip
+        await self._release(lv)
+        lv.state, lv.reason = UNAVAILABLE, UNLOADED_REASON
+
+    async def _release(self, lv: LoadedVersion) -> None:
+        scheduler, lv.scheduler = lv.scheduler, None
+        if scheduler is not None:
+            try:
+                await scheduler.stop(drain_timeout_s=self.settings.exit_timeout_s)
+            except Exception:  # noqa: BLE001 - unloading continues whatever the scheduler says
+                logger.exception("stopping the scheduler of '%s' v%s failed", lv.name, lv.version)
+        instances, lv.instances = lv.instances, []
+        if instances:
+            await run_blocking(_unload_instances, instances)
+
+
+def _unload_instances(instances: list[ModelInstance]) -> None:
+    for instance in instances:
+        try:
+            instance.unload()
+        except Exception:  # noqa: BLE001
+            logger.exception("unloading an instance of '%s' failed", instance.spec.name)
+
+
+def _load_error(name: str, failed: list[tuple[LoadedVersion, str]]) -> ServingError:
+    detail = "".join(
+        f"version {lv.version} is at UNAVAILABLE state: {reason};" for lv, reason in failed
+    )
+    return InvalidArgumentError(f"failed to load '{name}', {detail}")
+
+
+def _default_instance_factory(settings: ServingSettings) -> InstanceFactory:
+    from serving.core.devices import gpu_count
+
+    def create(spec: ModelSpec) -> list[ModelInstance]:
+        from serving.backends.registry import create_instances, load_instances
+
+        instances = create_instances(
+            spec, cpu_count=settings.effective_cpu_count, gpu_count=gpu_count(settings)
+        )
+        load_instances(instances)
+        return instances
+
+    return create
+
+
+def _default_scheduler_factory() -> SchedulerFactory:
+    def create(**kwargs: Any) -> Scheduler:
+        from serving.schedulers.factory import create_scheduler
+
+        return create_scheduler(**kwargs)
+
+    return create
+
+
+def _default_warmup() -> WarmupFn:
+    def warm(spec: ModelSpec, instances: list[ModelInstance]) -> None:
+        from serving.warmup import run_warmup
+
+        run_warmup(spec, instances)
+
+    return warm
+
+
+__all__ = [
+    "EXTENSIONS",
+    "LOADING",
+    "READY",
+    "UNAVAILABLE",
+    "UNLOADING",
+    "InferenceServer",
+    "LoadedVersion",
+    "ModelControl",
+    "UnsupportedError",
+    "VersionPlan",
+]

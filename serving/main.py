@@ -1,0 +1,296 @@
+"""The serving process's lifecycle: load models, open ports, serve, drain, unload, exit.
+
+``run_server`` is the whole life of one process on a running loop; ``main`` runs it under uvloop
+with SIGTERM/SIGINT handlers (what ``manage.py serve`` calls); ``ServingProcess`` runs it on a
+background thread for tests and embedding. Ports open only after the start-up load finished.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+import signal
+import socket
+import threading
+from typing import Any
+
+import grpc
+import uvicorn
+import uvloop
+
+from serving.core.server import InferenceServer
+from serving.protocol.grpc.service import create_grpc_server
+from serving.protocol.http.app import HttpApp
+from serving.protocol.http.metrics_app import MetricsApp
+from serving.settings import PORT_DISABLED, ServingSettings
+from serving.sources import ModelSource
+
+logger = logging.getLogger("serving")
+
+EXIT_OK = 0
+EXIT_LOAD_FAILED = 1
+
+
+@dataclasses.dataclass(slots=True)
+class BoundPorts:
+    """The ports the process really listens on (0 in the settings means "any free port")."""
+
+    http: int | None = None
+    grpc: int | None = None
+    metrics: int | None = None
+
+
+class StartupError(RuntimeError):
+    """Start-up failed before the ports opened (``--exit-on-error`` and a model failed)."""
+
+
+def make_source(settings: ServingSettings) -> ModelSource:
+    if settings.model_repository is not None:
+        from serving.sources.directory import DirectorySource
+
+        return DirectorySource(settings)
+    from serving.sources.registry import RegistrySource
+
+    return RegistrySource(settings)
+
+
+def log_model_table(server: InferenceServer) -> None:
+    rows = server.version_rows()
+    if not rows:
+        logger.info("no models loaded")
+        return
+    width = max(len(str(r["model"])) for r in rows) + 2
+    lines = [f"{'Model':<{width}}{'Version':<9}Status"]
+    for row in rows:
+        status = row["state"] + (f": {row['reason']}" if row["reason"] else "")
+        lines.append(f"{row['model']:<{width}}{row['version']:<9}{status}")
+    logger.info("models:\n%s", "\n".join(lines))
+
+
+async def run_server(
+    settings: ServingSettings,
+    source: ModelSource | None = None,
+    *,
+    stop: asyncio.Event | None = None,
+    on_ready: Any = None,
+) -> int:
+    """Serve until ``stop`` is set; returns the exit code. ``on_ready(server, ports)`` is called
+    once every port listens."""
+    stop = stop or asyncio.Event()
+    source = source or make_source(settings)
+    server = InferenceServer(settings)
+    server.control = source
+    errors = await source.start(server)
+    log_model_table(server)
+    if errors and settings.exit_on_error:
+        for error in errors:
+            logger.error("%s", error)
+        logger.error("failed to load all models")
+        await source.stop()
+        await server.shutdown()
+        raise StartupError("failed to load all models: " + "; ".join(errors))
+    ports = BoundPorts()
+    http_server, http_task = await _start_http(settings, server, ports)
+    grpc_server = await _start_grpc(settings, server, ports)
+    metrics_server, metrics_task = await _start_metrics(settings, server, ports)
+    sampler = _start_live_stats_sampler(server)
+    logger.info("serving: HTTP %s, gRPC %s, metrics %s", ports.http, ports.grpc, ports.metrics)
+    if on_ready is not None:
+        on_ready(server, ports)
+    await stop.wait()
+    logger.info("shutting down: draining in-flight requests (up to %ss)", settings.exit_timeout_s)
+    server.shutting_down = True
+    await _stop_transports(settings, http_server, http_task, grpc_server)
+    if metrics_server is not None:
+        metrics_server.should_exit = True
+    await source.stop()
+    await server.shutdown()
+    for task in (metrics_task, sampler):
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+    logger.info("stopped")
+    return EXIT_OK
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.set_inheritable(True)
+    return sock
+
+
+def _uvicorn(app: Any, settings: ServingSettings) -> uvicorn.Server:
+    config = uvicorn.Config(
+        app,
+        http="httptools",
+        lifespan="off",
+        access_log=False,
+        log_config=None,
+        server_header=False,
+        timeout_keep_alive=60,
+        timeout_graceful_shutdown=int(settings.exit_timeout_s) or 1,
+        h11_max_incomplete_event_size=None,
+    )
+    return uvicorn.Server(config)
+
+
+async def _serve_uvicorn(
+    app: Any, settings: ServingSettings, port: int
+) -> tuple[uvicorn.Server, asyncio.Task[None], int]:
+    sock = _bind(settings.host, port)
+    bound = int(sock.getsockname()[1])
+    server = _uvicorn(app, settings)
+    # NOTE: ``_serve`` is ``serve`` without uvicorn's own signal handling; the process owns signals.
+    task = asyncio.create_task(server._serve(sockets=[sock]))
+    while not server.started:
+        if task.done():
+            task.result()
+        await asyncio.sleep(0.01)
+    return server, task, bound
+
+
+async def _start_http(
+    settings: ServingSettings, server: InferenceServer, ports: BoundPorts
+) -> tuple[uvicorn.Server | None, asyncio.Task[None] | None]:
+    if settings.http_port == PORT_DISABLED:
+        return None, None
+    app = HttpApp(server, max_request_bytes=settings.max_request_bytes)
+    http, task, ports.http = await _serve_uvicorn(app, settings, settings.http_port)
+    return http, task
+
+
+async def _start_grpc(
+    settings: ServingSettings, server: InferenceServer, ports: BoundPorts
+) -> grpc.aio.Server | None:
+    if settings.grpc_port == PORT_DISABLED:
+        return None
+    grpc_server = create_grpc_server(server)
+    ports.grpc = grpc_server.add_insecure_port(_grpc_address(settings.host, settings.grpc_port))
+    await grpc_server.start()
+    return grpc_server
+
+
+def _grpc_address(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+async def _start_metrics(
+    settings: ServingSettings, server: InferenceServer, ports: BoundPorts
+) -> tuple[uvicorn.Server | None, asyncio.Task[None] | None]:
+    if settings.metrics_port == PORT_DISABLED:
+        return None, None
+    metrics, task, ports.metrics = await _serve_uvicorn(
+        MetricsApp(server), settings, settings.metrics_port
+    )
+    return metrics, task
+
+
+def _start_live_stats_sampler(server: InferenceServer) -> asyncio.Task[None] | None:
+    try:
+        from serving.observability.live_stats import sample_forever
+    except ImportError:
+        return None
+    return asyncio.create_task(sample_forever(server))
+
+
+async def _stop_transports(
+    settings: ServingSettings,
+    http_server: uvicorn.Server | None,
+    http_task: asyncio.Task[None] | None,
+    grpc_server: grpc.aio.Server | None,
+) -> None:
+    waits = []
+    if http_server is not None and http_task is not None:
+        http_server.should_exit = True
+        waits.append(http_task)
+    if grpc_server is not None:
+        waits.append(asyncio.ensure_future(grpc_server.stop(grace=settings.exit_timeout_s)))
+    if waits:
+        await asyncio.wait(waits, timeout=settings.exit_timeout_s + 1)
+
+
+def main(settings: ServingSettings) -> int:
+    """Run one serving process until SIGTERM/SIGINT; the process's exit code."""
+
+    async def run() -> int:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        try:
+            return await run_server(settings, stop=stop)
+        except StartupError:
+            return EXIT_LOAD_FAILED
+
+    return uvloop.run(run())
+
+
+class ServingProcess:
+    """The serving process on a background thread with its own loop, for tests and embedding."""
+
+    def __init__(self, settings: ServingSettings, source: ModelSource | None = None) -> None:
+        self.settings = settings
+        self.source = source
+        self.server: InferenceServer | None = None
+        self.ports = BoundPorts()
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self._stop: asyncio.Event | None = None
+        self._ready = threading.Event()
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="serving", daemon=True)
+
+    def start(self, timeout_s: float = 120.0) -> ServingProcess:
+        self._thread.start()
+        if not self._ready.wait(timeout_s):
+            raise TimeoutError("serving did not start in time")
+        if self._error is not None:
+            raise self._error
+        return self
+
+    def stop(self, timeout_s: float = 60.0) -> None:
+        if self.loop is not None and self._stop is not None and self._thread.is_alive():
+            self.loop.call_soon_threadsafe(self._stop.set)
+        self._thread.join(timeout_s)
+
+    def call(self, coro: Any, timeout_s: float = 120.0) -> Any:
+        """Run a coroutine on the serving loop from another thread and return its result."""
+        assert self.loop is not None
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout_s)
+
+    @property
+    def http_url(self) -> str:
+        return f"127.0.0.1:{self.ports.http}"
+
+    @property
+    def grpc_url(self) -> str:
+        return f"127.0.0.1:{self.ports.grpc}"
+
+    def __enter__(self) -> ServingProcess:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _run(self) -> None:
+        try:
+            uvloop.run(self._main())
+        except BaseException as exc:  # noqa: BLE001 - reported to the thread that called start()
+            self._error = exc
+        finally:
+            self._ready.set()
+
+    async def _main(self) -> None:
+        self.loop = asyncio.get_running_loop()
+        self._stop = asyncio.Event()
+
+        def ready(server: InferenceServer, ports: BoundPorts) -> None:
+            self.server, self.ports = server, ports
+            self._ready.set()
+
+        await run_server(self.settings, self.source, stop=self._stop, on_ready=ready)

@@ -1,0 +1,78 @@
+"""The binary tensor extension's framing (PROTOCOL.md §1.4): JSON header, then raw tensor bytes.
+
+``Inference-Header-Content-Length`` splits a body into its JSON header and binary section; a
+response with binary outputs is framed the same way. A header length of 0 is a raw binary request:
+the whole body is the single input of the model.
+"""
+
+from __future__ import annotations
+
+from serving.core.datatypes import NumpyArray, element_count, tensor_from_bytes
+from serving.core.signature import ModelSignature
+from serving.errors import InvalidArgumentError
+
+HEADER_LENGTH_MISSING = -1
+
+
+def parse_header_length(value: bytes | None, body_length: int) -> int:
+    """The JSON header's length, or ``HEADER_LENGTH_MISSING`` when the header is absent."""
+    if value is None:
+        return HEADER_LENGTH_MISSING
+    try:
+        length = int(value)
+    except ValueError:
+        length = -2
+    if length < 0 or length > body_length:
+        raise InvalidArgumentError(
+            f"must specify valid 'Infer-Header-Content-Length' in request header and it must be "
+            f"in [0, {body_length}], got '{value.decode('latin-1')}'"
+        )
+    return length
+
+
+def split_body(body: bytes, header_length: int) -> tuple[memoryview, memoryview]:
+    view = memoryview(body)
+    if header_length == HEADER_LENGTH_MISSING:
+        return view, view[len(view) :]
+    return view[:header_length], view[header_length:]
+
+
+def raw_input(
+    signature: ModelSignature, body: memoryview, model_name: str
+) -> tuple[str, NumpyArray]:
+    """Decode a raw binary request: one input, shape deduced from its size, batch 1."""
+    if len(signature.inputs) != 1:
+        raise InvalidArgumentError(
+            f"raw binary request can only be used for models with exactly one input, "
+            f"model '{model_name}' has {len(signature.inputs)}"
+        )
+    sig = next(iter(signature.inputs.values()))
+    dims = list(sig.dims)
+    if sig.datatype == "BYTES":
+        if dims not in ([1], [-1]):
+            raise InvalidArgumentError(
+                f"raw binary request for BYTES input '{sig.name}' needs model shape [1]"
+            )
+        dims = [1]
+    elif dims.count(-1) > 1:
+        raise InvalidArgumentError(
+            f"raw binary request for input '{sig.name}' of model '{model_name}': shape cannot "
+            "be deduced with more than one variable dimension"
+        )
+    elif -1 in dims:
+        from serving.core.datatypes import NUMPY_BY_WIRE
+
+        known = element_count([d for d in dims if d != -1]) * NUMPY_BY_WIRE[sig.datatype].itemsize
+        if known == 0 or len(body) % known:
+            raise InvalidArgumentError(
+                f"unexpected size for input '{sig.name}' of model '{model_name}' "
+                "in raw binary request"
+            )
+        dims[dims.index(-1)] = len(body) // known
+    shape = ([1] if signature.max_batch_size > 0 else []) + dims
+    return sig.name, tensor_from_bytes(body, sig.datatype, shape, name=sig.name,
+                                       model_name=model_name)  # fmt: skip
+
+
+def frame_response(json_body: bytes, parts: list[bytes]) -> bytes:
+    return json_body + b"".join(parts) if parts else json_body

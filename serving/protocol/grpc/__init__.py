@@ -1,0 +1,1 @@
+"""gRPC ``inference.GRPCInferenceService`` on grpc.aio, with tritonclient's generated servicer."""

@@ -1,0 +1,231 @@
+"""The gRPC edge: tritonclient's generated ``GRPCInferenceServiceServicer`` on grpc.aio.
+
+Each RPC is a thin call into the ``InferenceServer``; domain errors leave as the gRPC status of
+``serving.protocol.errors.GRPC_STATUS`` with Triton's message. Shared memory, trace and logging RPCs
+keep the generated UNIMPLEMENTED answers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, TypeVar
+
+import grpc
+from google.protobuf import json_format
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from tritonclient.grpc import service_pb2, service_pb2_grpc
+
+from serving.core.server import InferenceServer
+from serving.errors import InvalidArgumentError, ServingError
+from serving.protocol.errors import GRPC_STATUS
+from serving.protocol.grpc_codec import (
+    decode_infer_request,
+    encode_infer_response,
+    parameter_value,
+    parse_version,
+)
+
+logger = logging.getLogger("serving.grpc")
+
+MAX_MESSAGE_BYTES = 2**31 - 1
+DECOUPLED_GRPC = "ModelInfer RPC doesn't support models with decoupled transaction policy"
+T = TypeVar("T")
+
+
+async def _call(context: grpc.aio.ServicerContext, func: Callable[[], Awaitable[T]]) -> T:
+    """Run one RPC body, turning domain errors into the matching gRPC status."""
+    try:
+        return await func()
+    except ServingError as exc:
+        await context.abort(GRPC_STATUS[exc.code], exc.message)
+    except (grpc.aio.AbortError, asyncio.CancelledError):
+        raise
+    except Exception as exc:  # noqa: BLE001 - the server keeps serving whatever happened
+        logger.exception("unexpected error in a gRPC call")
+        await context.abort(grpc.StatusCode.INTERNAL, f"{type(exc).__name__}: {exc}")
+    raise AssertionError("unreachable")  # pragma: no cover - abort raises
+
+
+class InferenceService(service_pb2_grpc.GRPCInferenceServiceServicer):  # type: ignore[misc]
+    """``inference.GRPCInferenceService`` over one ``InferenceServer``."""
+
+    def __init__(self, server: InferenceServer) -> None:
+        self.server = server
+
+    async def ServerLive(self, request: Any, context: Any) -> Any:
+        return service_pb2.ServerLiveResponse(live=self.server.live)
+
+    async def ServerReady(self, request: Any, context: Any) -> Any:
+        return service_pb2.ServerReadyResponse(ready=self.server.ready)
+
+    async def ModelReady(self, request: Any, context: Any) -> Any:
+        async def body() -> Any:
+            version = parse_version(request.version)
+            ready = self.server.model_ready(request.name, version)
+            return service_pb2.ModelReadyResponse(ready=ready)
+
+        return await _call(context, body)
+
+    async def ServerMetadata(self, request: Any, context: Any) -> Any:
+        meta = self.server.server_metadata()
+        return service_pb2.ServerMetadataResponse(
+            name=meta["name"], version=meta["version"], extensions=meta["extensions"]
+        )
+
+    async def ModelMetadata(self, request: Any, context: Any) -> Any:
+        async def body() -> Any:
+            meta = self.server.model_metadata(request.name, parse_version(request.version))
+            response = service_pb2.ModelMetadataResponse(
+                name=meta["name"], versions=meta["versions"], platform=meta["platform"]
+            )
+            for key in ("inputs", "outputs"):
+                for tensor in meta[key]:
+                    getattr(response, key).add(**tensor)
+            return response
+
+        return await _call(context, body)
+
+    async def ModelConfig(self, request: Any, context: Any) -> Any:
+        async def body() -> Any:
+            lv = self.server.resolve(request.name, parse_version(request.version))
+            return service_pb2.ModelConfigResponse(config=lv.spec.config)
+
+        return await _call(context, body)
+
+    async def ModelInfer(self, request: Any, context: Any) -> Any:
+        async def body() -> Any:
+            infer_request = decode_infer_request(request)
+            response = await self.server.infer(infer_request, decoupled_error=DECOUPLED_GRPC)
+            return encode_infer_response(response, infer_request.id)
+
+        return await _call(context, body)
+
+    async def ModelStreamInfer(
+        self, request_iterator: AsyncIterator[Any], context: Any
+    ) -> AsyncIterator[Any]:
+        results: asyncio.Queue[Any] = asyncio.Queue()
+        pending: set[asyncio.Task[None]] = set()
+
+        async def one(message: Any) -> None:
+            await results.put(await self._stream_answer(message))
+
+        async def read() -> None:
+            async for message in request_iterator:
+                task = asyncio.create_task(one(message))
+                pending.add(task)
+                task.add_done_callback(pending.discard)
+            if pending:
+                await asyncio.gather(*pending)
+            await results.put(None)
+
+        reader = asyncio.create_task(read())
+        try:
+            while (item := await results.get()) is not None:
+                yield item
+        finally:
+            reader.cancel()
+            for task in list(pending):
+                task.cancel()
+
+    async def _stream_answer(self, message: Any) -> Any:
+        try:
+            infer_request = decode_infer_request(message)
+            response = await self.server.infer(infer_request)
+            return service_pb2.ModelStreamInferResponse(
+                infer_response=encode_infer_response(response, infer_request.id)
+            )
+        except ServingError as exc:
+            error_message = exc.message
+        except Exception as exc:  # noqa: BLE001 - the stream stays open after a failed request
+            logger.exception("unexpected error in a streamed request")
+            error_message = f"{type(exc).__name__}: {exc}"
+        return service_pb2.ModelStreamInferResponse(
+            error_message=error_message,
+            infer_response=service_pb2.ModelInferResponse(
+                id=message.id, model_name=message.model_name, model_version=message.model_version
+            ),
+        )
+
+    async def ModelStatistics(self, request: Any, context: Any) -> Any:
+        async def body() -> Any:
+            name = request.name or None
+            version = parse_version(request.version)
+            if name is None and version is not None:
+                raise InvalidArgumentError("a version needs a model name")
+            stats = self.server.statistics(name, version)
+            return json_format.ParseDict(
+                stats, service_pb2.ModelStatisticsResponse(), ignore_unknown_fields=True
+            )
+
+        return await _call(context, body)
+
+    async def RepositoryIndex(self, request: Any, context: Any) -> Any:
+        response = service_pb2.RepositoryIndexResponse()
+        for row in self.server.index(ready_only=request.ready):
+            response.models.add(
+                name=row["name"],
+                version=row.get("version", ""),
+                state=row.get("state", ""),
+                reason=row.get("reason", ""),
+            )
+        return response
+
+    async def RepositoryModelLoad(self, request: Any, context: Any) -> Any:
+        async def body() -> Any:
+            config: str | None = None
+            files: dict[str, bytes] = {}
+            for key, param in request.parameters.items():
+                value = parameter_value(param)
+                if key == "config" and isinstance(value, str):
+                    config = value
+                elif key.startswith("file:") and isinstance(value, bytes):
+                    files[key.removeprefix("file:")] = value
+                else:
+                    raise InvalidArgumentError(f"Unrecognized load parameter '{key}'")
+            await self.server.repository_load(request.model_name, config_json=config, files=files)
+            return service_pb2.RepositoryModelLoadResponse()
+
+        return await _call(context, body)
+
+    async def RepositoryModelUnload(self, request: Any, context: Any) -> Any:
+        async def body() -> Any:
+            dependents = False
+            param = request.parameters.get("unload_dependents")
+            if param is not None:
+                dependents = bool(parameter_value(param))
+            await self.server.repository_unload(request.model_name, unload_dependents=dependents)
+            return service_pb2.RepositoryModelUnloadResponse()
+
+        return await _call(context, body)
+
+
+class HealthService(health_pb2_grpc.HealthServicer):  # type: ignore[misc]
+    """``grpc.health.v1.Health/Check``: SERVING while the server is live."""
+
+    def __init__(self, server: InferenceServer) -> None:
+        self.server = server
+
+    async def Check(self, request: Any, context: Any) -> Any:
+        status = (
+            health_pb2.HealthCheckResponse.SERVING
+            if self.server.live
+            else health_pb2.HealthCheckResponse.NOT_SERVING
+        )
+        return health_pb2.HealthCheckResponse(status=status)
+
+
+def create_grpc_server(server: InferenceServer) -> grpc.aio.Server:
+    """A grpc.aio server (not yet bound or started) with both services registered."""
+    grpc_server = grpc.aio.server(
+        options=[
+            ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+            ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+        ]
+    )
+    service_pb2_grpc.add_GRPCInferenceServiceServicer_to_server(
+        InferenceService(server), grpc_server
+    )
+    health_pb2_grpc.add_HealthServicer_to_server(HealthService(server), grpc_server)
+    return grpc_server

@@ -1,0 +1,167 @@
+"""gRPC ``ModelInferRequest``/``ModelInferResponse`` <-> ``InferRequest``/``InferResponse``.
+
+Inputs come as raw contents (binary layout of PROTOCOL.md §1.4) or typed ``contents``; outputs
+always leave as ``raw_output_contents``, which is what tritonclient reads.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from tritonclient.grpc import service_pb2
+
+from serving.core.datatypes import (
+    NUMPY_BY_WIRE,
+    NumpyArray,
+    element_count,
+    tensor_from_bytes,
+    tensor_to_bytes,
+    wire_from_numpy,
+)
+from serving.core.types import InferRequest, InferResponse, RequestedOutput
+from serving.errors import InvalidArgumentError, UnsupportedError
+from serving.protocol.parameters import apply_request_parameters
+
+_TYPED_FIELD: dict[str, str] = {
+    "BOOL": "bool_contents",
+    "INT8": "int_contents",
+    "INT16": "int_contents",
+    "INT32": "int_contents",
+    "INT64": "int64_contents",
+    "UINT8": "uint_contents",
+    "UINT16": "uint_contents",
+    "UINT32": "uint_contents",
+    "UINT64": "uint64_contents",
+    "FP32": "fp32_contents",
+    "FP64": "fp64_contents",
+    "BYTES": "bytes_contents",
+}
+
+
+def parse_version(text: str) -> int | None:
+    if not text:
+        return None
+    if not text.isdigit():
+        raise InvalidArgumentError(
+            f"failed to get model version from specified version string '{text}'"
+        )
+    return int(text)
+
+
+def parameter_value(param: Any) -> Any:
+    """The Python value of an ``InferParameter`` / ``ModelRepositoryParameter``."""
+    kind = param.WhichOneof("parameter_choice")
+    return None if kind is None else getattr(param, kind)
+
+
+def decode_infer_request(message: service_pb2.ModelInferRequest) -> InferRequest:
+    model_name = message.model_name
+    request = InferRequest(model_name=model_name, inputs={},
+                           model_version=parse_version(message.model_version),
+                           id=message.id)  # fmt: skip
+    if message.parameters:
+        params = {key: parameter_value(value) for key, value in message.parameters.items()}
+        apply_request_parameters(request, params)
+    raw = message.raw_input_contents
+    if raw and len(raw) != len(message.inputs):
+        raise InvalidArgumentError(
+            f"expected {len(message.inputs)} raw input contents but got {len(raw)} for model "
+            f"'{model_name}'"
+        )
+    for index, tensor in enumerate(message.inputs):
+        shape = list(tensor.shape)
+        if any(dim < 0 for dim in shape):
+            raise InvalidArgumentError(f"input '{tensor.name}' has a negative dimension")
+        if tensor.datatype not in NUMPY_BY_WIRE:
+            raise InvalidArgumentError(
+                f"invalid datatype '{tensor.datatype}' for input '{tensor.name}'"
+            )
+        if raw:
+            if tensor.HasField("contents"):
+                raise InvalidArgumentError(
+                    f"contents field must not be specified when using raw_input_contents for "
+                    f"'{tensor.name}' for model '{model_name}'"
+                )
+            array = tensor_from_bytes(raw[index], tensor.datatype, shape, name=tensor.name,
+                                      model_name=model_name)  # fmt: skip
+        else:
+            array = _typed_contents(tensor, shape, model_name)
+        if tensor.name in request.inputs:
+            raise InvalidArgumentError(f"input '{tensor.name}' already exists in request")
+        request.inputs[tensor.name] = array
+    if message.outputs:
+        request.outputs = _requested_outputs(message)
+    return request
+
+
+def _typed_contents(
+    tensor: service_pb2.ModelInferRequest.InferInputTensor, shape: list[int], model_name: str
+) -> NumpyArray:
+    field = _TYPED_FIELD.get(tensor.datatype)
+    if field is None:
+        raise InvalidArgumentError(
+            f"{tensor.datatype} input '{tensor.name}' must be sent in raw_input_contents"
+        )
+    values = getattr(tensor.contents, field)
+    count = element_count(shape)
+    if len(values) != count:
+        raise InvalidArgumentError(
+            f"unexpected number of elements {len(values)} in contents of input '{tensor.name}' "
+            f"for model '{model_name}', expecting {count}"
+        )
+    if tensor.datatype == "BYTES":
+        array = np.empty(count, dtype=object)
+        array[:] = list(values)
+        return array.reshape(shape)
+    with np.errstate(over="ignore"):
+        return np.asarray(values).astype(NUMPY_BY_WIRE[tensor.datatype]).reshape(shape)
+
+
+def _requested_outputs(message: service_pb2.ModelInferRequest) -> list[RequestedOutput]:
+    outputs: list[RequestedOutput] = []
+    seen: set[str] = set()
+    for tensor in message.outputs:
+        if tensor.name in seen:
+            raise InvalidArgumentError(f"output '{tensor.name}' already exists in request")
+        seen.add(tensor.name)
+        output = RequestedOutput(name=tensor.name)
+        for key, param in tensor.parameters.items():
+            value = parameter_value(param)
+            if key == "classification":
+                if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                    raise InvalidArgumentError(
+                        f"output '{tensor.name}': 'classification' must be an unsigned integer"
+                    )
+                output.classification = value
+            elif key.startswith("shared_memory"):
+                raise UnsupportedError("shared memory is not supported by this server")
+        outputs.append(output)
+    return outputs
+
+
+def encode_infer_response(
+    response: InferResponse, request_id: str = ""
+) -> service_pb2.ModelInferResponse:
+    message = service_pb2.ModelInferResponse(
+        model_name=response.model_name,
+        model_version=str(response.model_version),
+        id=response.id or request_id,
+    )
+    for name, array in response.outputs.items():
+        message.outputs.add(name=name, datatype=wire_from_numpy(array.dtype), shape=array.shape)
+        message.raw_output_contents.append(tensor_to_bytes(array))
+    for key, value in response.parameters.items():
+        set_parameter(message.parameters[key], value)
+    return message
+
+
+def set_parameter(param: Any, value: Any) -> None:
+    if isinstance(value, bool):
+        param.bool_param = value
+    elif isinstance(value, int):
+        param.int64_param = value
+    elif isinstance(value, float):
+        param.double_param = value
+    else:
+        param.string_param = str(value)

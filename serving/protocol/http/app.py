@@ -1,0 +1,352 @@
+"""The HTTP edge: KServe v2 REST plus Triton's extensions, as one raw ASGI callable.
+
+No framework: a request is routed by splitting its path once, and the infer path does one body
+read, one JSON parse and one ``server.infer``. Every error leaves as ``{"error": "<message>"}`` with
+the status from ``serving.protocol.errors.HTTP_STATUS``.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import importlib
+import logging
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+import orjson
+
+from serving.core.server import InferenceServer
+from serving.core.types import InferRequest
+from serving.errors import InternalError, InvalidArgumentError, ServingError, UnsupportedError
+from serving.protocol.binary_codec import (
+    HEADER_LENGTH_MISSING,
+    frame_response,
+    parse_header_length,
+    raw_input,
+    split_body,
+)
+from serving.protocol.config_json import config_to_json
+from serving.protocol.errors import HTTP_STATUS
+from serving.protocol.http import compression
+from serving.protocol.json_codec import decode_infer_request, encode_infer_response, parse_json
+
+logger = logging.getLogger("serving.http")
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+
+_JSON = b"application/json"
+_OCTET = b"application/octet-stream"
+_WANTED_HEADERS = frozenset(
+    (b"content-length", b"content-encoding", b"accept-encoding", b"inference-header-content-length")
+)
+_UNSUPPORTED_PREFIXES = ("systemsharedmemory", "cudasharedmemory", "trace", "logging")
+DECOUPLED_HTTP = "HTTP end point doesn't support models with decoupled transaction policy"
+
+
+class HttpError(Exception):
+    """A transport-level answer that is not a domain error (404, 405, 413)."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+class HttpApp:
+    """The ASGI application serving one ``InferenceServer``."""
+
+    def __init__(self, server: InferenceServer, *, max_request_bytes: int) -> None:
+        self.server = server
+        self.max_request_bytes = max_request_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            if scope["type"] == "lifespan":
+                await _lifespan(receive, send)
+            return
+        headers = {k: v for k, v in scope["headers"] if k in _WANTED_HEADERS}
+        try:
+            await self._route(scope, receive, send, headers)
+        except HttpError as exc:
+            await _send_error(send, exc.status, exc.message)
+        except ServingError as exc:
+            extra = [(b"accept-encoding", b"gzip, deflate")] if exc.message == (
+                "Unsupported compression type") else []  # fmt: skip
+            await _send_error(send, HTTP_STATUS[exc.code], exc.message, extra)
+        except Exception as exc:  # noqa: BLE001 - the server keeps serving whatever happened
+            logger.exception("unexpected error on %s %s", scope["method"], scope["path"])
+            await _send_error(send, 500, f"{type(exc).__name__}: {exc}")
+
+    async def _route(
+        self, scope: Scope, receive: Receive, send: Send, headers: dict[bytes, bytes]
+    ) -> None:
+        method: str = scope["method"]
+        parts = scope["path"].split("/")
+        if len(parts) < 2 or parts[0] != "" or parts[1] != "v2":
+            raise HttpError(404, "Not Found")
+        parts = parts[2:]
+        if not parts:
+            _allow(method, "GET")
+            return await _send_json(send, self.server.server_metadata())
+        head = parts[0]
+        if head == "models":
+            return await self._models(method, parts[1:], scope, receive, send, headers)
+        if head == "health" and len(parts) == 2 and parts[1] in ("live", "ready"):
+            _allow(method, "GET")
+            ok = self.server.live if parts[1] == "live" else self.server.ready
+            return await _send(send, 200 if ok else 400, b"", _JSON)
+        if head == "repository":
+            return await self._repository(method, parts[1:], receive, send, headers)
+        if head == "portico" and parts[1:] == ["live-stats"]:
+            _allow(method, "GET")
+            return await self._live_stats(send)
+        if head in _UNSUPPORTED_PREFIXES:
+            raise UnsupportedError(f"'{head}' is not supported by this server")
+        raise HttpError(404, "Not Found")
+
+    async def _models(
+        self,
+        method: str,
+        parts: list[str],
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        headers: dict[bytes, bytes],
+    ) -> None:
+        if parts == ["stats"]:
+            _allow(method, "GET")
+            return await _send_json(send, self.server.statistics())
+        if not parts or not parts[0]:
+            raise HttpError(404, "Not Found")
+        name, rest = parts[0], parts[1:]
+        version: int | None = None
+        if len(rest) >= 2 and rest[0] == "versions":
+            if not rest[1].isdigit():
+                raise HttpError(404, "Not Found")
+            version, rest = int(rest[1]), rest[2:]
+        action = rest[0] if len(rest) == 1 else "" if not rest else None
+        if action == "infer":
+            _allow(method, "POST")
+            return await self._infer(name, version, receive, send, headers)
+        if action == "":
+            _allow(method, "GET")
+            return await _send_json(send, self.server.model_metadata(name, version))
+        if action == "ready":
+            _allow(method, "GET")
+            if self.server.model_ready(name, version):
+                return await _send(send, 200, b"", _JSON)
+            return await _send_error(send, 400, "Model version not ready")
+        if action == "config":
+            _allow(method, "GET")
+            return await _send_json(send, self._config(name, version))
+        if action == "stats":
+            _allow(method, "GET")
+            return await _send_json(send, self.server.statistics(name, version))
+        if action == "trace" or rest == ["trace", "setting"]:
+            raise UnsupportedError("trace is not supported by this server")
+        raise HttpError(404, "Not Found")
+
+    def _config(self, name: str, version: int | None) -> dict[str, Any]:
+        lv = self.server.resolve(name, version)
+        if lv.config_json is None:
+            lv.config_json = config_to_json(lv.spec.config)
+        return lv.config_json
+
+    async def _infer(
+        self,
+        name: str,
+        version: int | None,
+        receive: Receive,
+        send: Send,
+        headers: dict[bytes, bytes],
+    ) -> None:
+        body = await self._read_body(receive, headers)
+        body = compression.decompress(
+            body, headers.get(b"content-encoding"), max_bytes=self.max_request_bytes
+        )
+        header_length = parse_header_length(
+            headers.get(b"inference-header-content-length"), len(body)
+        )
+        if header_length == 0:
+            request = self._raw_request(name, version, body)
+        else:
+            json_part, binary = split_body(body, header_length)
+            header = parse_json(json_part)
+            if header_length == HEADER_LENGTH_MISSING and _has_binary_inputs(header):
+                raise InvalidArgumentError(
+                    "must specify valid 'Infer-Header-Content-Length' in request header when "
+                    "passing inputs in binary data format"
+                )
+            request = decode_infer_request(header, binary, model_name=name, model_version=version)
+        response = await self.server.infer(request, decoupled_error=DECOUPLED_HTTP)
+        json_body, parts, any_binary = encode_infer_response(response, request)
+        out_headers: list[tuple[bytes, bytes]] = []
+        if any_binary:
+            out_headers.append((b"inference-header-content-length", str(len(json_body)).encode()))
+        payload = frame_response(json_body, parts)
+        encoding = compression.choose_encoding(headers.get(b"accept-encoding"))
+        if encoding is not None:
+            compressed = compression.compress(payload, encoding)
+            if compressed is not None:
+                payload = compressed
+                out_headers.append((b"content-encoding", encoding))
+        await _send(send, 200, payload, _OCTET if any_binary else _JSON, out_headers)
+
+    def _raw_request(self, name: str, version: int | None, body: bytes) -> InferRequest:
+        lv = self.server.resolve(name, version)
+        input_name, array = raw_input(lv.signature, memoryview(body), name)
+        return InferRequest(model_name=name, inputs={input_name: array}, model_version=version,
+                            binary_data_output=True)  # fmt: skip
+
+    async def _read_body(self, receive: Receive, headers: dict[bytes, bytes]) -> bytes:
+        limit = self.max_request_bytes
+        declared = headers.get(b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > limit:
+            raise HttpError(413, f"request body of {int(declared)} bytes exceeds the maximum "
+                                 f"input size of {limit} bytes")  # fmt: skip
+        message = await receive()
+        body: bytes = message.get("body", b"")
+        if not message.get("more_body"):
+            return body
+        chunks = [body]
+        size = len(body)
+        while message.get("more_body"):
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                raise HttpError(400, "client disconnected before the request body was complete")
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > limit:
+                raise HttpError(413, f"request body exceeds the maximum input size of "
+                                     f"{limit} bytes")  # fmt: skip
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    async def _repository(
+        self,
+        method: str,
+        parts: list[str],
+        receive: Receive,
+        send: Send,
+        headers: dict[bytes, bytes],
+    ) -> None:
+        if parts == ["index"] or (len(parts) == 2 and parts[1] == "index"):
+            _allow(method, "POST")
+            body = await self._json_body(receive, headers)
+            ready = body.get("ready", False)
+            if not isinstance(ready, bool):
+                raise InvalidArgumentError("'ready' must be a boolean")
+            return await _send_json(send, self.server.index(ready_only=ready))
+        if len(parts) == 4 and parts[1] == "models" and parts[3] in ("load", "unload"):
+            _allow(method, "POST")
+            raise UnsupportedError("repository-scoped model load / unload is not supported")
+        if len(parts) != 3 or parts[0] != "models" or parts[2] not in ("load", "unload"):
+            raise HttpError(404, "Not Found")
+        _allow(method, "POST")
+        name = parts[1]
+        body = await self._json_body(receive, headers)
+        params = body.get("parameters") or {}
+        if not isinstance(params, dict):
+            raise InvalidArgumentError("'parameters' must be an object")
+        if parts[2] == "load":
+            config, files = _load_parameters(params)
+            await self.server.repository_load(name, config_json=config, files=files)
+        else:
+            dependents = params.get("unload_dependents", False)
+            if not isinstance(dependents, bool):
+                raise InvalidArgumentError("'unload_dependents' must be a boolean")
+            await self.server.repository_unload(name, unload_dependents=dependents)
+        await _send(send, 200, b"", _JSON)
+
+    async def _json_body(self, receive: Receive, headers: dict[bytes, bytes]) -> dict[str, Any]:
+        body = await self._read_body(receive, headers)
+        body = compression.decompress(
+            body, headers.get(b"content-encoding"), max_bytes=self.max_request_bytes
+        )
+        return parse_json(body) if body.strip() else {}
+
+    async def _live_stats(self, send: Send) -> None:
+        try:
+            module = importlib.import_module("serving.observability.live_stats")
+        except ModuleNotFoundError:
+            raise HttpError(404, "Not Found") from None
+        data = module.live_stats_json(self.server)
+        body = data if isinstance(data, bytes) else orjson.dumps(data)
+        await _send(send, 200, body, _JSON)
+
+
+def _load_parameters(params: dict[str, Any]) -> tuple[str | None, dict[str, bytes]]:
+    config = params.get("config")
+    if config is not None and not isinstance(config, str):
+        raise InvalidArgumentError("'config' must be a string holding the model config as JSON")
+    files: dict[str, bytes] = {}
+    for key, value in params.items():
+        if key == "config":
+            continue
+        if not key.startswith("file:"):
+            raise InvalidArgumentError(f"Unrecognized load parameter '{key}'")
+        if not isinstance(value, str):
+            raise InvalidArgumentError(f"'{key}' must be base64 text")
+        try:
+            files[key.removeprefix("file:")] = base64.b64decode(value, validate=True)
+        except (binascii.Error, ValueError):
+            raise InvalidArgumentError(f"'{key}' is not valid base64") from None
+    return config, files
+
+
+def _has_binary_inputs(header: dict[str, Any]) -> bool:
+    inputs = header.get("inputs")
+    if not isinstance(inputs, list):
+        return False
+    return any(
+        isinstance(i, dict)
+        and isinstance(i.get("parameters"), dict)
+        and "binary_data_size" in i["parameters"]
+        for i in inputs
+    )
+
+
+def _allow(method: str, allowed: str) -> None:
+    if method != allowed:
+        raise HttpError(405, "Method Not Allowed")
+
+
+async def _send(
+    send: Send,
+    status: int,
+    body: bytes,
+    content_type: bytes,
+    extra: list[tuple[bytes, bytes]] | None = None,
+) -> None:
+    headers = [(b"content-type", content_type), (b"content-length", str(len(body)).encode())]
+    if extra:
+        headers.extend(extra)
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def _send_json(send: Send, data: Any) -> None:
+    await _send(send, 200, orjson.dumps(data), _JSON)
+
+
+async def _send_error(
+    send: Send, status: int, message: str, extra: list[tuple[bytes, bytes]] | None = None
+) -> None:
+    await _send(send, status, orjson.dumps({"error": message}), _JSON, extra)
+
+
+async def _lifespan(receive: Receive, send: Send) -> None:
+    while True:
+        message = await receive()
+        if message["type"] == "lifespan.startup":
+            await send({"type": "lifespan.startup.complete"})
+        elif message["type"] == "lifespan.shutdown":
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+
+
+__all__ = ["HttpApp", "InternalError"]

@@ -1,0 +1,63 @@
+"""The metrics port: Prometheus text exposition at ``GET /metrics``.
+
+Per-model series come from ``serving.observability.metrics`` and host gauges from
+``serving.observability.system_metrics``; each is registered once, on first scrape.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from typing import Any
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from serving.core.server import InferenceServer
+
+logger = logging.getLogger("serving.metrics")
+
+
+class MetricsApp:
+    """ASGI app of the metrics port."""
+
+    def __init__(self, server: InferenceServer) -> None:
+        self.server = server
+        self.registry: CollectorRegistry | None = None
+
+    def _registry(self) -> CollectorRegistry:
+        if self.registry is None:
+            registry = CollectorRegistry()
+            for module_name in ("serving.observability.metrics",
+                                "serving.observability.system_metrics"):  # fmt: skip
+                try:
+                    module = importlib.import_module(module_name)
+                except ImportError:
+                    continue
+                _register(module, registry, self.server)
+            self.registry = registry
+        return self.registry
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return
+        if scope["path"] != "/metrics":
+            status, body, content_type = 404, b"Not Found", b"text/plain"
+        elif scope["method"] != "GET":
+            status, body, content_type = 405, b"Method Not Allowed", b"text/plain"
+        else:
+            status, body = 200, generate_latest(self._registry())
+            content_type = CONTENT_TYPE_LATEST.encode()
+        headers = [(b"content-type", content_type), (b"content-length", str(len(body)).encode())]
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+
+def _register(module: Any, registry: CollectorRegistry, server: InferenceServer) -> None:
+    register = getattr(module, "register", None)
+    if register is None:
+        return
+    try:
+        register(registry, server)
+    except TypeError:
+        register(registry)

@@ -1,0 +1,137 @@
+"""Settings of one serving process: one frozen object built from flags and ``SERVING_*`` variables.
+
+Every flag has an environment variable (``--http-port`` <-> ``SERVING_HTTP_PORT``); a flag given on
+the command line wins. Ports: ``0`` picks a free port (the bound port is logged and available on the
+running server), ``-1`` disables that endpoint.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+CONTROL_MODES = ("none", "poll", "explicit")
+DEFAULT_MAX_REQUEST_BYTES = 64 * 1024 * 1024
+PORT_DISABLED = -1
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ServingSettings:
+    """Everything the serving process reads at start-up. Units are in the names."""
+
+    model_repository: Path | None = None  # None: serve the registry
+    model_control_mode: str = "none"
+    repository_poll_s: float = 15.0
+    load_models: tuple[str, ...] = ()
+    host: str = "0.0.0.0"
+    http_port: int = 8000
+    grpc_port: int = 8001
+    metrics_port: int = 8002
+    strict_readiness: bool = True
+    exit_on_error: bool = True
+    max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
+    exit_timeout_s: float = 30.0
+    server_id: str = "triton"
+    cache_dir: Path | None = None  # registry mode: where blobs are materialised
+    registry_poll_s: float = 2.0
+    heartbeat_interval_s: float = 5.0
+    replica_id: str = ""
+    advertised_http_url: str = ""
+    redis_url: str = ""
+    cpu_count: int = 0  # 0: os.cpu_count()
+    gpu_count: int = -1  # -1: detect
+
+    def __post_init__(self) -> None:
+        problems = self.problems()
+        if problems:
+            raise ValueError("; ".join(problems))
+
+    def problems(self) -> list[str]:
+        problems: list[str] = []
+        if self.model_control_mode not in CONTROL_MODES:
+            problems.append(
+                f"--model-control-mode: expected one of {', '.join(CONTROL_MODES)}, "
+                f"got '{self.model_control_mode}'"
+            )
+        if "*" in self.load_models and len(self.load_models) > 1:
+            problems.append("--load-model: '*' must be the only --load-model value")
+        if self.load_models and self.model_control_mode != "explicit":
+            problems.append("--load-model: only allowed with --model-control-mode=explicit")
+        for name, port in (
+            ("--http-port", self.http_port),
+            ("--grpc-port", self.grpc_port),
+            ("--metrics-port", self.metrics_port),
+        ):
+            if not PORT_DISABLED <= port <= 65535:
+                problems.append(f"{name}: expected -1 (disabled), 0 (any) or a port, got {port}")
+        if self.max_request_bytes <= 0:
+            problems.append("--http-max-input-size: must be positive")
+        if self.repository_poll_s <= 0:
+            problems.append("--repository-poll-secs: must be positive")
+        if self.exit_timeout_s < 0:
+            problems.append("--exit-timeout-secs: must not be negative")
+        return problems
+
+    @property
+    def registry_mode(self) -> bool:
+        return self.model_repository is None
+
+    @property
+    def effective_cpu_count(self) -> int:
+        return self.cpu_count or os.cpu_count() or 1
+
+
+def parse_bool(value: str | bool) -> bool:
+    """Triton's boolean flag values: true/false, 1/0, yes/no, on/off."""
+    if isinstance(value, bool):
+        return value
+    lowered = value.strip().lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"expected a boolean, got '{value}'")
+
+
+_ENV_FIELDS: dict[str, tuple[str, type]] = {
+    "SERVING_MODEL_REPOSITORY": ("model_repository", Path),
+    "SERVING_MODEL_CONTROL_MODE": ("model_control_mode", str),
+    "SERVING_REPOSITORY_POLL_SECS": ("repository_poll_s", float),
+    "SERVING_HOST": ("host", str),
+    "SERVING_HTTP_PORT": ("http_port", int),
+    "SERVING_GRPC_PORT": ("grpc_port", int),
+    "SERVING_METRICS_PORT": ("metrics_port", int),
+    "SERVING_STRICT_READINESS": ("strict_readiness", bool),
+    "SERVING_EXIT_ON_ERROR": ("exit_on_error", bool),
+    "SERVING_HTTP_MAX_INPUT_SIZE": ("max_request_bytes", int),
+    "SERVING_EXIT_TIMEOUT_SECS": ("exit_timeout_s", float),
+    "SERVING_CACHE_DIR": ("cache_dir", Path),
+    "SERVING_REGISTRY_POLL_SECS": ("registry_poll_s", float),
+    "SERVING_HEARTBEAT_SECS": ("heartbeat_interval_s", float),
+    "SERVING_REPLICA_ID": ("replica_id", str),
+    "SERVING_ADVERTISED_HTTP_URL": ("advertised_http_url", str),
+    "SERVING_CPU_COUNT": ("cpu_count", int),
+    "SERVING_GPU_COUNT": ("gpu_count", int),
+}
+
+
+def settings_from_env(env: Mapping[str, str] | None = None, **overrides: object) -> ServingSettings:
+    """Build settings from ``SERVING_*`` variables (and ``REDIS_URL``), then apply ``overrides``.
+
+    ``overrides`` are the flags given on the command line; a None value means "not given".
+    """
+    env = os.environ if env is None else env
+    values: dict[str, object] = {}
+    for variable, (field, kind) in _ENV_FIELDS.items():
+        raw = env.get(variable)
+        if raw is None or raw == "":
+            continue
+        values[field] = parse_bool(raw) if kind is bool else kind(raw)
+    if env.get("SERVING_LOAD_MODEL"):
+        values["load_models"] = tuple(env["SERVING_LOAD_MODEL"].split(","))
+    if env.get("REDIS_URL"):
+        values["redis_url"] = env["REDIS_URL"]
+    values.update({key: value for key, value in overrides.items() if value is not None})
+    return ServingSettings(**values)  # type: ignore[arg-type]
