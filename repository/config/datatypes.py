@@ -9,11 +9,11 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from tritonclient.grpc import model_config_pb2
+from tritonclient.grpc import model_config_pb2 as mc
 
 from repository.config.errors import ConfigError
 
-_DT = model_config_pb2.DataType
+_DT = mc.DataType
 
 # config enum value -> wire name
 _WIRE_BY_CONFIG: dict[int, str] = {
@@ -71,9 +71,20 @@ _NUMPY_BY_WIRE: dict[str, str] = {
 
 # Bytes per element; BYTES has no fixed size.
 _ELEMENT_SIZE: dict[str, int] = {
-    "BOOL": 1, "UINT8": 1, "INT8": 1, "UINT16": 2, "INT16": 2, "FP16": 2, "BF16": 2,
-    "UINT32": 4, "INT32": 4, "FP32": 4, "UINT64": 8, "INT64": 8, "FP64": 8,
-}  # fmt: skip
+    "BOOL": 1,
+    "UINT8": 1,
+    "INT8": 1,
+    "UINT16": 2,
+    "INT16": 2,
+    "FP16": 2,
+    "BF16": 2,
+    "UINT32": 4,
+    "INT32": 4,
+    "FP32": 4,
+    "UINT64": 8,
+    "INT64": 8,
+    "FP64": 8,
+}
 
 
 def wire_datatype(data_type: int) -> str:
@@ -97,7 +108,7 @@ def config_datatype(wire: str) -> int:
 
 def config_datatype_name(data_type: int) -> str:
     """``TYPE_FP32`` enum value -> ``"TYPE_FP32"``."""
-    return str(model_config_pb2.DataType.Name(data_type))
+    return str(mc.DataType.Name(data_type))
 
 
 def numpy_dtype(data_type: int | str) -> np.dtype[Any]:
