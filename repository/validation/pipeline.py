@@ -11,6 +11,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
@@ -25,9 +26,9 @@ from repository.validation.runner import CheckLimits, check_command, run_check
 
 logger = logging.getLogger(__name__)
 
-# A validating version whose run started longer ago than the limit plus this is taken to be
+# A validating version whose run started longer ago than the limit plus this grace is taken to be
 # abandoned (its worker died) and is validated again.
-STALE_GRACE_S = 60
+DEFAULT_STALE_GRACE_S = 60
 
 
 class ValidationBusyError(RegistryError):
@@ -54,7 +55,8 @@ class Verdict:
 
 
 def validation_stale_after() -> timedelta:
-    return timedelta(seconds=CheckLimits.from_settings().time_limit_s + STALE_GRACE_S)
+    grace = float(getattr(settings, "PORTICO_VALIDATION_STALE_GRACE_S", DEFAULT_STALE_GRACE_S))
+    return timedelta(seconds=CheckLimits.from_settings().time_limit_s + grace)
 
 
 def version_validate_run(version_id: int) -> ModelVersion | None:
