@@ -1,0 +1,54 @@
+"""The serving command line (Triton's flag names), shared by ``manage.py serve`` and
+``python -m serving``. Every flag falls back to its ``SERVING_*`` variable, then to the default."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from pathlib import Path
+from typing import Any
+
+from serving.settings import CONTROL_MODES, ServingSettings, parse_bool, settings_from_env
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add = parser.add_argument
+    add("--model-repository", "--model-store", dest="model_repository", type=Path,
+        help="serve this Triton-layout folder (absent: serve the registry)")  # fmt: skip
+    add("--model-control-mode", choices=CONTROL_MODES, help="none (default), poll or explicit")
+    add("--repository-poll-secs", dest="repository_poll_s", type=float,
+        help="poll mode: seconds between repository scans (default 15)")  # fmt: skip
+    add("--load-model", dest="load_models", action="append",
+        help="explicit mode: model to load at start-up (repeatable; '*' = all)")  # fmt: skip
+    add("--host", "--http-address", dest="host", help="address to bind (default 0.0.0.0)")
+    add("--http-port", type=int, help="HTTP port (default 8000; 0 = any free port, -1 = off)")
+    add("--grpc-port", type=int, help="gRPC port (default 8001; 0 = any free port, -1 = off)")
+    add("--metrics-port", type=int, help="metrics port (default 8002; 0 = any, -1 = off)")
+    add("--strict-readiness", type=parse_bool, nargs="?", const=True,
+        help="ready only when every model version is READY (default true)")  # fmt: skip
+    add("--exit-on-error", type=parse_bool, nargs="?", const=True,
+        help="exit when a start-up model fails to load (default true)")  # fmt: skip
+    add("--http-max-input-size", dest="max_request_bytes", type=int,
+        help="largest accepted HTTP request body in bytes (default 64 MiB)")  # fmt: skip
+    add("--exit-timeout-secs", dest="exit_timeout_s", type=float,
+        help="how long shutdown waits for in-flight requests (default 30)")  # fmt: skip
+    add("--id", dest="server_id", help="server name in the metadata (default 'triton')")
+    add("--cache-dir", type=Path, help="registry mode: local artifact cache folder")
+    add("--log-verbose", type=int, default=0, help="0: info, 1 or more: debug")
+
+
+def settings_from_args(options: dict[str, Any]) -> ServingSettings:
+    keys = ("model_repository", "model_control_mode", "repository_poll_s", "host", "http_port",
+            "grpc_port", "metrics_port", "strict_readiness", "exit_on_error", "max_request_bytes",
+            "exit_timeout_s", "server_id", "cache_dir")  # fmt: skip
+    overrides: dict[str, Any] = {key: options.get(key) for key in keys}
+    if options.get("load_models"):
+        overrides["load_models"] = tuple(options["load_models"])
+    return settings_from_env(**overrides)
+
+
+def configure_logging(verbose: int) -> None:
+    logging.basicConfig(
+        level=logging.DEBUG if verbose > 0 else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
