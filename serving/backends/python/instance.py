@@ -1,0 +1,390 @@
+"""Python backend (``backend: "python"``): one process per instance running Triton's ``model.py``.
+
+The server side of an instance: it starts ``serving.backends.python.stub`` in its own process and
+session, hands it the model (``initialize`` args as Triton builds them), and for each batch writes
+the inputs into its shared memory region and sends the descriptors over a socket. A crash of that
+process (or an ``execute`` that runs past ``execute_timeout_s``) fails the in-flight requests with a
+clear error, makes ``is_healthy()`` false, and a monitor thread restarts the process and reports it
+(log, ``restart_count``, ``last_error``). Config ``parameters``: ``execute_timeout_s`` (default
+none) and ``initialize_timeout_s`` (default 300).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Sequence
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import serving
+from serving.backends.artifacts import model_file
+from serving.backends.base import ExecuteResult, ModelInstance
+from serving.backends.python import shm
+from serving.backends.python.config_json import config_to_dict
+from serving.backends.registry import parameter
+from serving.backends.tensors import check_request
+from serving.core.types import InferRequest, InferResponse
+from serving.errors import (
+    ErrorCode,
+    InternalError,
+    InvalidArgumentError,
+    ServingError,
+    UnavailableError,
+)
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_INITIALIZE_TIMEOUT_S = 300.0
+FINALIZE_TIMEOUT_S = 10.0
+RESTART_BACKOFF_MAX_S = 10.0
+
+_TRITON_CODES = {
+    0: ErrorCode.UNKNOWN,
+    1: ErrorCode.INTERNAL,
+    2: ErrorCode.NOT_FOUND,
+    3: ErrorCode.INVALID_ARG,
+    4: ErrorCode.UNAVAILABLE,
+    5: ErrorCode.UNSUPPORTED,
+    6: ErrorCode.ALREADY_EXISTS,
+    7: ErrorCode.CANCELLED,
+}
+
+
+class _ChildGone(Exception):
+    """The model's process died or stopped answering."""
+
+
+class _Child:
+    """One running stub process and its end of the control socket."""
+
+    def __init__(self, process: subprocess.Popen[bytes], conn: Connection) -> None:
+        self.process = process
+        self.conn = conn
+        self.killed_for = ""
+
+    def request(self, message: tuple[str, Any], timeout_s: float | None) -> tuple[str, Any]:
+        try:
+            self.conn.send(message)
+            if not self.conn.poll(timeout_s):
+                self.kill(f"timed out after {timeout_s:g} s")
+                raise _ChildGone(self.killed_for)
+            reply: tuple[str, Any] = self.conn.recv()
+            return reply
+        except (EOFError, OSError) as error:
+            raise _ChildGone(self.exit_reason()) from error
+
+    def kill(self, why: str) -> None:
+        self.killed_for = why
+        if self.process.poll() is None:
+            self.process.kill()
+
+    def exit_reason(self) -> str:
+        if self.killed_for:
+            return self.killed_for
+        try:
+            code = self.process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.kill("stopped answering")
+            return self.killed_for
+        return f"exited with signal {-code}" if code < 0 else f"exited with code {code}"
+
+    def close(self) -> None:
+        self.conn.close()
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait()
+
+
+class PythonInstance(ModelInstance):
+    """One Triton ``model.py`` instance in its own process."""
+
+    restart_count = 0
+    last_error = ""
+
+    def load(self) -> None:
+        self._prefix = f"portico_{os.getpid()}_{uuid.uuid4().hex[:8]}_"
+        self._inputs = shm.Region(self._prefix + "i")
+        self._outputs = shm.Reader(track=False)
+        self._lock = threading.Lock()
+        self._closing = False
+        self._model_file = model_file(self.spec, "model.py")
+        self._execute_timeout_s = _seconds(self, "execute_timeout_s", None)
+        self._init_timeout_s = _seconds(self, "initialize_timeout_s", DEFAULT_INITIALIZE_TIMEOUT_S)
+        try:
+            self._child: _Child | None = self._start()
+        except BaseException:
+            self._release_memory()
+            raise
+        self._healthy = True
+        self._monitor = threading.Thread(
+            target=self._watch, name=f"python-{self.placement.name}", daemon=True
+        )
+        self._monitor.start()
+
+    def is_healthy(self) -> bool:
+        return getattr(self, "_healthy", False)
+
+    def execute(self, requests: Sequence[InferRequest]) -> list[ExecuteResult]:
+        results: list[ExecuteResult | None] = [None] * len(requests)
+        runnable: list[int] = []
+        for index, request in enumerate(requests):
+            try:
+                check_request(request, self.spec.config)
+                runnable.append(index)
+            except ServingError as error:
+                results[index] = error
+        if runnable:
+            batch = [requests[i] for i in runnable]
+            for index, result in zip(runnable, self._execute(batch), strict=True):
+                results[index] = result
+        return [r if r is not None else InternalError("request was not executed") for r in results]
+
+    def unload(self) -> None:
+        self._closing = True
+        with self._lock:
+            child, self._child = self._child, None
+            self._healthy = False
+            if child is not None:
+                with contextlib.suppress(_ChildGone):
+                    child.request(("finalize", None), FINALIZE_TIMEOUT_S)
+                child.close()
+            self._release_memory()
+
+    @property
+    def shm_prefix(self) -> str:
+        """The name prefix of every shared memory segment this instance (and its process) uses."""
+        return self._prefix
+
+    @property
+    def pid(self) -> int | None:
+        child = self._child
+        return child.process.pid if child is not None else None
+
+    def model_is_ready(self) -> bool:
+        """The model's optional ``is_ready()`` (5 s timeout), false when the process is down."""
+        if not self.is_healthy():
+            return False
+        with self._lock:
+            if self._child is None:
+                return False
+            try:
+                kind, value = self._child.request(("is_ready", None), 5.0)
+            except _ChildGone:
+                return False
+        return kind == "is_ready" and value is True
+
+    # ------------------------------------------------------------------ execution
+
+    def _execute(self, batch: list[InferRequest]) -> list[ExecuteResult]:
+        with self._lock:
+            child = self._child
+            if child is None or not self._healthy:
+                return [self._unavailable("is restarting after a failure")] * len(batch)
+            try:
+                message = self._execute_message(batch)
+            except ServingError as error:
+                return [error] * len(batch)
+            try:
+                kind, payload = child.request(message, self._execute_timeout_s)
+            except _ChildGone as gone:
+                self._healthy = False
+                self.last_error = f"process {gone}"
+                return [self._crashed(str(gone))] * len(batch)
+        if kind == "execute_error":
+            failure = InternalError(
+                f"Failed to process the request(s) for model instance "
+                f"'{self.placement.name}', message: {payload}"
+            )
+            return [failure] * len(batch)
+        try:
+            return self._results(batch, payload)
+        except Exception as error:  # noqa: BLE001 - a garbled reply fails this call only
+            return [InternalError(f"python model '{self.spec.name}': {error}")] * len(batch)
+
+    def _execute_message(self, batch: list[InferRequest]) -> tuple[str, Any]:
+        tensors = [(f"{i}/{n}", a) for i, r in enumerate(batch) for n, a in r.inputs.items()]
+        try:
+            descs = self._inputs.write(tensors)
+        except TypeError as error:
+            raise InvalidArgumentError(str(error)) from error
+        per_request: dict[int, list[shm.TensorDesc]] = {}
+        for name, datatype, shape, offset, nbytes in descs:
+            index, _, tensor = name.partition("/")
+            per_request.setdefault(int(index), []).append((tensor, datatype, shape, offset, nbytes))
+        outputs = [o.name for o in self.spec.config.output]
+        requests = [
+            {
+                "model_name": self.spec.name,
+                "id": r.id,
+                "correlation_id": r.sequence_id,
+                "flags": (1 if r.sequence_start else 0) | (2 if r.sequence_end else 0),
+                "timeout": r.timeout_us,
+                "parameters": json.dumps(r.parameters, default=str),
+                "requested": outputs if r.outputs is None else [o.name for o in r.outputs],
+                "inputs": per_request.get(i, []),
+            }
+            for i, r in enumerate(batch)
+        ]
+        return ("execute", {"region": self._inputs.name, "requests": requests})
+
+    def _results(self, batch: list[InferRequest], payload: dict[str, Any]) -> list[ExecuteResult]:
+        results: list[ExecuteResult] = []
+        for request, item in zip(batch, payload["responses"], strict=True):
+            if item["error"] is not None:
+                code, message = item["error"]
+                results.append(ServingError(message, code=_TRITON_CODES.get(code)))
+                continue
+            outputs = self._outputs.read(payload["region"], item["outputs"])
+            results.append(self._response(request, outputs, item["parameters"]))
+        return results
+
+    def _response(
+        self, request: InferRequest, outputs: dict[str, np.ndarray], parameters: dict[str, Any]
+    ) -> InferResponse:
+        if request.outputs is not None:
+            wanted = {o.name for o in request.outputs}
+            outputs = {name: array for name, array in outputs.items() if name in wanted}
+        return InferResponse(
+            model_name=self.spec.name,
+            model_version=self.spec.version,
+            outputs=outputs,
+            id=request.id,
+            parameters=parameters,
+        )
+
+    def _unavailable(self, what: str) -> UnavailableError:
+        return UnavailableError(
+            f"python model '{self.spec.name}' instance '{self.placement.name}' {what}"
+        )
+
+    def _crashed(self, reason: str) -> UnavailableError:
+        return self._unavailable(f"stopped while executing the request ({reason}); restarting it")
+
+    # ------------------------------------------------------------------ process lifecycle
+
+    def _start(self) -> _Child:
+        parent_sock, child_sock = socket.socketpair()
+        env = dict(os.environ)
+        root = str(Path(serving.__file__).resolve().parent.parent)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH", "")]))
+        try:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "serving.backends.python.stub", str(child_sock.fileno())],
+                pass_fds=[child_sock.fileno()],
+                stdin=subprocess.DEVNULL,
+                env=env,
+                start_new_session=True,
+            )
+        finally:
+            child_sock.close()
+        conn = Connection(parent_sock.detach())
+        child = _Child(process, conn)
+        try:
+            kind, payload = child.request(("init", self._init_payload()), self._init_timeout_s)
+        except _ChildGone as gone:
+            child.close()
+            raise self._load_error(f"its process {gone} during initialize") from None
+        if kind != "ready":
+            child.close()
+            raise self._load_error(str(payload))
+        return child
+
+    def _init_payload(self) -> dict[str, Any]:
+        kind = self.placement.kind.removeprefix("KIND_")
+        args = {
+            "model_config": json.dumps(config_to_dict(self.spec.config)),
+            "model_instance_kind": kind if kind in ("CPU", "GPU") else "MODEL",
+            "model_instance_name": self.placement.name,
+            "model_instance_device_id": str(self.placement.device_id),
+            "model_repository": str(self.spec.model_dir),
+            "model_version": str(self.spec.version),
+            "model_name": self.spec.name,
+        }
+        return {"model_file": str(self._model_file), "args": args, "out_prefix": self._prefix + "o"}
+
+    def _load_error(self, why: str) -> UnavailableError:
+        return UnavailableError(
+            f"failed to load model '{self.spec.name}' version {self.spec.version}: {why}"
+        )
+
+    def _watch(self) -> None:
+        """Restart the process whenever it dies while the instance is loaded."""
+        failures = 0
+        while not self._closing:
+            child = self._child
+            if child is None:
+                return
+            child.process.wait()
+            if self._closing:
+                return
+            with self._lock:  # wait for an in-flight execute to fail its requests first
+                self._healthy = False
+                reason = child.exit_reason()
+                self.last_error = f"process {reason}"
+                child.conn.close()
+                shm.unlink_prefixed(self._prefix + "o")
+                self._outputs.close()
+            logger.error(
+                "python model '%s' instance '%s': process %s; restarting",
+                self.spec.name,
+                self.placement.name,
+                reason,
+            )
+            failures = self._restart(failures)
+
+    def _restart(self, failures: int) -> int:
+        while not self._closing:
+            try:
+                child = self._start()
+            except ServingError as error:
+                failures += 1
+                self.last_error = error.message
+                delay = min(RESTART_BACKOFF_MAX_S, 0.5 * failures)
+                logger.error("restart of '%s' failed (%s); retrying", self.spec.name, error)
+                time.sleep(delay)
+                continue
+            with self._lock:
+                if self._closing:
+                    child.close()
+                    return failures
+                self._child = child
+                self.restart_count += 1
+                self._healthy = True
+            logger.warning(
+                "python model '%s' instance '%s' restarted (restart %d)",
+                self.spec.name,
+                self.placement.name,
+                self.restart_count,
+            )
+            return 0
+        return failures
+
+    def _release_memory(self) -> None:
+        self._inputs.close()
+        self._outputs.close()
+        shm.unlink_prefixed(self._prefix)
+
+
+def _seconds(instance: PythonInstance, key: str, default: float | None) -> float | None:
+    value = parameter(instance.spec.config, key)
+    if value is None or not value.strip():
+        return default
+    try:
+        seconds = float(value)
+    except ValueError:
+        raise UnavailableError(
+            f"model '{instance.spec.name}': parameter '{key}' must be a number of seconds"
+        ) from None
+    return seconds if seconds > 0 else default
