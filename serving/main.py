@@ -95,6 +95,9 @@ async def run_server(
     http_server, http_task = await _start_http(settings, server, ports)
     grpc_server = await _start_grpc(settings, server, ports)
     metrics_server, metrics_task = await _start_metrics(settings, server, ports)
+    set_endpoints = getattr(source, "set_endpoints", None)
+    if set_endpoints is not None:
+        set_endpoints(http_port=ports.http)
     sampler = _start_live_stats_sampler(server)
     logger.info("serving: HTTP %s, gRPC %s, metrics %s", ports.http, ports.grpc, ports.metrics)
     if on_ready is not None:

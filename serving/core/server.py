@@ -78,6 +78,7 @@ class VersionPlan:
 
     spec: ModelSpec
     fingerprint: str = ""
+    error: str = ""  # the source already knows it cannot load (e.g. a corrupt artifact)
 
 
 class InferenceServer:
@@ -315,7 +316,9 @@ class InferenceServer:
             entry.failure = ""
             fresh = [p for p in plans if not self._unchanged(entry, p)]
             for plan in fresh:
-                entry.loading[plan.spec.version] = LoadedVersion(plan.spec, plan.fingerprint)
+                lv = LoadedVersion(plan.spec, plan.fingerprint)
+                lv.reason = plan.error
+                entry.loading[plan.spec.version] = lv
             new = [entry.loading[p.spec.version] for p in fresh]
             errors = await asyncio.gather(*(self._load(lv) for lv in new))
             failed = [(lv, err) for lv, err in zip(new, errors, strict=True) if err is not None]
@@ -403,6 +406,8 @@ class InferenceServer:
     async def _load(self, lv: LoadedVersion) -> str | None:
         """Load, warm and start one version; the error text when it cannot serve."""
         started = time.monotonic()
+        if lv.reason:
+            return lv.reason
         try:
             lv.instances = await run_blocking(self._instance_factory, lv.spec)
             if self._warmup is not None:

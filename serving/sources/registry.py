@@ -1,0 +1,274 @@
+"""``RegistrySource``: serve the registry's promoted versions, following promotes and rollbacks.
+
+The only serving module that touches Django: every ``repository.facade`` call runs on one dedicated
+thread (one database connection, never the event loop). The source watches the serving revision
+(poll every ``registry_poll_s``, woken early by Redis pub/sub on ``REVISION_CHANNEL`` when
+``REDIS_URL`` is set), materialises changed versions into the local cache with sha256 checks, and
+hands the server core frozen plans: load next to the serving version, flip, drain, unload. A
+heartbeat row per replica reports what it serves.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import datetime
+import hashlib
+import logging
+import os
+import socket
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from serving.core.devices import gpu_count
+from serving.core.model_spec import ModelSpec
+from serving.core.server import InferenceServer, VersionPlan
+from serving.errors import ServingError
+from serving.settings import ServingSettings
+from serving.sources.blob_cache import BlobCache
+
+logger = logging.getLogger("serving.sources.registry")
+
+T = TypeVar("T")
+
+
+class RegistrySource:
+    """Feeds the server from the registry; explicit load/unload is not offered in this mode."""
+
+    def __init__(self, settings: ServingSettings) -> None:
+        self.settings = settings
+        self.server: InferenceServer | None = None
+        self.replica_id = settings.replica_id or f"{socket.gethostname()}-{os.getpid()}"
+        self.started_at = datetime.datetime.now(tz=datetime.UTC)
+        self.http_url = settings.advertised_http_url
+        self.applied_revision = -1
+        self.last_error = ""
+        self._executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="registry")
+        self._wake = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._loadable: dict[tuple[str, int], Any] = {}
+        self._extra: dict[str, set[int]] = {}
+        self._promoted: dict[str, Any] = {}
+        self._apply_lock = asyncio.Lock()
+        root = settings.cache_dir or Path(tempfile.gettempdir()) / "portico-serving-cache"
+        self.cache = BlobCache(Path(root), self._open_blob)
+
+    # -- ModelSource ---------------------------------------------------------------------------
+
+    async def start(self, server: InferenceServer) -> list[str]:
+        self.server = server
+        server.on_demand = self.load_on_demand
+        errors = await self.refresh()
+        self._tasks.append(asyncio.create_task(self._watch_forever()))
+        self._tasks.append(asyncio.create_task(self._heartbeat_forever()))
+        if self.settings.redis_url:
+            self._tasks.append(asyncio.create_task(self._listen_redis()))
+        return errors
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        with contextlib.suppress(Exception):
+            await self._registry(_close_connection)
+        self._executor.shutdown(wait=False)
+
+    def model_names(self) -> list[str]:
+        return sorted({name for name, _ in self._loadable} | set(self._promoted))
+
+    async def load_model(
+        self, name: str, *, config_json: str | None, files: dict[str, bytes]
+    ) -> None:  # pragma: no cover - the server refuses explicit control in registry mode
+        raise NotImplementedError
+
+    async def unload_model(self, name: str, *, unload_dependents: bool) -> None:  # pragma: no cover
+        raise NotImplementedError
+
+    def set_endpoints(self, *, http_port: int | None) -> None:
+        """Called once ports are bound: the URL the heartbeat advertises."""
+        if not self.http_url and http_port is not None:
+            host = self.settings.host
+            if host in ("0.0.0.0", "::", ""):
+                host = socket.gethostname()
+            self.http_url = f"http://{host}:{http_port}"
+
+    # -- following the registry ----------------------------------------------------------------
+
+    async def refresh(self) -> list[str]:
+        """Read the snapshot and make the server serve it; one message per failed model."""
+        from repository import facade
+
+        async with self._apply_lock:
+            snapshot = await self._registry(facade.serving_snapshot)
+            self._loadable = {(v.model, v.version): v for v in snapshot.loadable}
+            self._promoted = {v.model: v for v in snapshot.promoted}
+            errors = await self._apply_all()
+            self.applied_revision = snapshot.revision
+            self.last_error = "; ".join(errors)
+            return errors
+
+    async def _apply_all(self) -> list[str]:
+        server = self._server()
+        for name in sorted(set(server.models) - set(self._promoted)):
+            logger.info("model '%s' has no promoted version any more; unloading", name)
+            self._extra.pop(name, None)
+            await server.unload_model(name)
+        results = await asyncio.gather(*(self._apply(name) for name in sorted(self._promoted)))
+        return [error for error in results if error]
+
+    async def _apply(self, name: str) -> str:
+        promoted = self._promoted[name]
+        extra = {v for v in self._extra.get(name, set()) if (name, v) in self._loadable}
+        extra.discard(promoted.version)
+        self._extra[name] = extra
+        servables = [promoted] + [self._loadable[(name, v)] for v in sorted(extra)]
+        plans = [await self._plan(servable) for servable in servables]
+        try:
+            await self._server().apply_model(name, plans, default_version=promoted.version)
+        except ServingError as exc:
+            logger.warning("%s", exc.message)
+            return exc.message
+        keep = {p.spec.model_dir.name for p in plans}
+        await self._registry(self.cache.prune, name, keep)
+        return ""
+
+    async def load_on_demand(self, name: str, version: int) -> bool:
+        """A request named a version that is loadable but not loaded: load it next to the rest."""
+        if (name, version) not in self._loadable or name not in self._promoted:
+            return False
+        self._extra.setdefault(name, set()).add(version)
+        async with self._apply_lock:
+            error = await self._apply(name)
+        return not error
+
+    async def _plan(self, servable: Any) -> VersionPlan:
+        fingerprint = _fingerprint(servable)
+        key = f"{servable.version}-{fingerprint[:16]}"
+        try:
+            model_dir = await self._registry(
+                self.cache.model_folder, model=servable.model, version=servable.version, key=key,
+                files=servable.files, model_files=servable.model_files,
+            )  # fmt: skip
+            config = await self._registry(self._complete, servable, model_dir)
+            error = ""
+        except ServingError as exc:
+            model_dir, config, error = self.cache.root / "missing", None, exc.message
+        except Exception as exc:  # noqa: BLE001 - reported per version, the old one keeps serving
+            model_dir, config, error = self.cache.root / "missing", None, f"{exc}"
+        if config is None:
+            from tritonclient.grpc import model_config_pb2
+
+            config = model_config_pb2.ModelConfig(name=servable.model)
+        version_dir = model_dir / str(servable.version)
+        spec = ModelSpec(name=servable.model, version=servable.version, config=config,
+                         model_dir=model_dir, version_dir=version_dir)  # fmt: skip
+        return VersionPlan(spec, fingerprint, error=error)
+
+    def _complete(self, servable: Any, model_dir: Path) -> Any:
+        from repository.config import ConfigError, complete_config
+
+        try:
+            completed = complete_config(
+                servable.config_text,
+                model_name=servable.model,
+                version_dir=model_dir / str(servable.version),
+                gpu_count=gpu_count(self.settings),
+            )
+        except ConfigError as exc:
+            raise ServingError("; ".join(exc.problems) or str(exc)) from None
+        return completed.config
+
+    def _open_blob(self, sha256: str) -> Any:
+        from repository import facade
+
+        return facade.blob_open(sha256)
+
+    # -- background tasks ----------------------------------------------------------------------
+
+    async def _watch_forever(self) -> None:
+        from repository import facade
+
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), timeout=self.settings.registry_poll_s)
+            self._wake.clear()
+            try:
+                revision = await self._registry(facade.serving_revision)
+                if revision != self.applied_revision:
+                    logger.info("registry revision %s (was %s)", revision, self.applied_revision)
+                    await self.refresh()
+            except Exception as exc:  # noqa: BLE001 - the replica keeps serving what it has
+                self.last_error = f"registry refresh failed: {exc}"
+                logger.exception("registry refresh failed")
+
+    async def _listen_redis(self) -> None:
+        import redis.asyncio as redis
+        from redis.exceptions import RedisError
+
+        from repository.facade import REVISION_CHANNEL
+
+        while True:
+            try:
+                client = redis.Redis.from_url(self.settings.redis_url)
+                async with client.pubsub() as pubsub:
+                    await pubsub.subscribe(REVISION_CHANNEL)
+                    async for message in pubsub.listen():
+                        if message.get("type") == "message":
+                            self._wake.set()
+            except (RedisError, OSError):
+                logger.warning("Redis revision channel lost; polling only for a while")
+                await asyncio.sleep(5)
+
+    async def _heartbeat_forever(self) -> None:
+        while True:
+            try:
+                await self.heartbeat()
+            except Exception:  # noqa: BLE001 - a missed heartbeat is retried next interval
+                logger.exception("heartbeat failed")
+            await asyncio.sleep(self.settings.heartbeat_interval_s)
+
+    async def heartbeat(self) -> None:
+        from repository import facade
+
+        versions = self._server().version_rows()
+        await self._registry(
+            facade.replica_heartbeat, replica_id=self.replica_id,
+            address=self.http_url.split("//")[-1] or socket.gethostname(), http_url=self.http_url,
+            started_at=self.started_at, versions=versions, last_error=self.last_error,
+        )  # fmt: skip
+
+    # -- plumbing ------------------------------------------------------------------------------
+
+    def _server(self) -> InferenceServer:
+        assert self.server is not None, "source not started"
+        return self.server
+
+    async def _registry(self, func: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Run a registry (Django) call on the source's own thread."""
+        loop = asyncio.get_running_loop()
+
+        def call() -> T:
+            from django.db import close_old_connections
+
+            close_old_connections()
+            return func(*args, **kwargs)
+
+        return await loop.run_in_executor(self._executor, call)
+
+
+def _close_connection() -> None:
+    from django.db import connection
+
+    connection.close()
+
+
+def _fingerprint(servable: Any) -> str:
+    parts = [servable.config_text]
+    parts += sorted(f"v:{f.path}:{f.sha256}" for f in servable.files)
+    parts += sorted(f"m:{f.path}:{f.sha256}" for f in servable.model_files)
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
