@@ -1,0 +1,51 @@
+"""API tokens (admins): create (the key is shown once, on the response page), list, revoke."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth import get_user_model
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_POST
+
+from console.forms import TokenCreateForm
+from console.views import reads
+from console.views.access import ROLE_ADMIN, role_required
+from repository.errors import RegistryError
+from repository.services.tokens import api_token_create, api_token_revoke
+
+
+@role_required(ROLE_ADMIN)
+def token_list(request: HttpRequest) -> HttpResponse:
+    created = None
+    form = TokenCreateForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        username = form.cleaned_data["username"].strip()
+        user = request.user
+        if username:
+            user = get_user_model().objects.filter(username=username).first()
+        if user is None:
+            form.add_error("username", f"There is no user named '{username}'.")
+        else:
+            token, key = api_token_create(user=user, role=form.cleaned_data["role"],
+                                          name=form.cleaned_data["name"], actor=request.user)
+            # NOTE: rendered, not redirected: the key must never be stored to survive a redirect.
+            created = {"token": token, "key": key}
+            form = TokenCreateForm()
+    return render(request, "console/token_list.html", {
+        "nav": "tokens", "tokens": reads.token_list(), "form": form, "created": created,
+    }, status=400 if request.method == "POST" and created is None else 200)
+
+
+@role_required(ROLE_ADMIN)
+@require_POST
+def token_revoke(request: HttpRequest, token_id: int) -> HttpResponse:
+    token = reads.token_get(token_id=token_id)
+    try:
+        token = api_token_revoke(token=token, actor=request.user)
+    except RegistryError as error:
+        messages.error(request, error.message)
+    else:
+        messages.success(request, f"Token {token.prefix}… ({token.name or 'unnamed'}) is revoked; "
+                                  "requests using it are refused from now on.")
+    return redirect("console:token-list")
