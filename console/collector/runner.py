@@ -113,6 +113,10 @@ class Collector:
 
     def start(self) -> None:
         if not self.running:
+            # NOTE: httpx logs every request at INFO; one line per replica per second is noise.
+            logging.getLogger("httpx").setLevel(
+                max(logging.WARNING, logging.getLogger("httpx").level)
+            )
             self._task = asyncio.get_running_loop().create_task(self._run(), name="dashboards")
 
     async def stop(self) -> None:
