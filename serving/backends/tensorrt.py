@@ -1,0 +1,124 @@
+"""TensorRT backend (``tensorrt_plan``): a serialised engine ``model.plan`` on one GPU.
+
+A plan only runs on a GPU: on a CPU placement, or where no GPU or no ``tensorrt`` package exists,
+the load fails UNAVAILABLE with a reason saying so. Device buffers are torch CUDA tensors (torch is
+already a dependency), bound by name with TensorRT's name-based I/O API (``set_tensor_address``,
+``execute_async_v3``) on the instance's own CUDA stream.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from serving.backends.artifacts import model_file
+from serving.backends.base import ExecuteResult, ModelInstance, TensorInfo
+from serving.backends.batching import execute_requests
+from serving.core.types import InferRequest
+from serving.errors import InternalError, UnavailableError
+
+_TRT_TO_WIRE = {
+    "FLOAT": "FP32",
+    "HALF": "FP16",
+    "BF16": "BF16",
+    "INT8": "INT8",
+    "INT32": "INT32",
+    "INT64": "INT64",
+    "BOOL": "BOOL",
+    "UINT8": "UINT8",
+}
+
+
+class TensorRTInstance(ModelInstance):
+    """One deserialised engine and execution context on ``cuda:<device_id>``."""
+
+    _engine: Any = None
+    _context: Any = None
+
+    def load(self) -> None:
+        if self.placement.kind != "KIND_GPU":
+            raise self._needs_gpu("this instance is placed on the CPU (no GPU available)")
+        path = model_file(self.spec, "model.plan")
+        try:
+            import torch
+        except ImportError as error:  # pragma: no cover - torch is a dependency
+            raise self._needs_gpu(f"torch with CUDA is not installed ({error})") from error
+        if not torch.cuda.is_available():
+            raise self._needs_gpu("no GPU is available on this server")
+        try:
+            import tensorrt as trt
+        except ImportError as error:
+            raise self._needs_gpu(f"the tensorrt package is not installed ({error})") from error
+        self._trt, self._torch = trt, torch
+        self._device = torch.device(f"cuda:{self.placement.device_id}")
+        with torch.cuda.device(self._device):
+            self._stream = torch.cuda.Stream(self._device)  # type: ignore[no-untyped-call]
+            runtime = trt.Runtime(trt.Logger(trt.Logger.WARNING))
+            self._engine = runtime.deserialize_cuda_engine(path.read_bytes())
+            if self._engine is None:
+                raise UnavailableError(
+                    f"failed to load model '{self.spec.name}' version {self.spec.version}: "
+                    f"TensorRT could not deserialise '{path.name}' (built for another GPU or "
+                    f"TensorRT version?)"
+                )
+            self._context = self._engine.create_execution_context()
+        names = [self._engine.get_tensor_name(i) for i in range(self._engine.num_io_tensors)]
+        mode = trt.TensorIOMode.INPUT
+        self._inputs = [n for n in names if self._engine.get_tensor_mode(n) == mode]
+        self._outputs = [n for n in names if self._engine.get_tensor_mode(n) != mode]
+        self._lock = threading.Lock()
+
+    def execute(self, requests: Sequence[InferRequest]) -> list[ExecuteResult]:
+        with self._lock:
+            return execute_requests(
+                requests, config=self.spec.config, model_version=self.spec.version, run=self._run
+            )
+
+    def unload(self) -> None:
+        self._context = None
+        self._engine = None
+
+    def artifact_io(self) -> tuple[list[TensorInfo], list[TensorInfo]] | None:
+        if self._engine is None:
+            return None
+        return [self._info(n) for n in self._inputs], [self._info(n) for n in self._outputs]
+
+    def _info(self, name: str) -> TensorInfo:
+        dtype = self._engine.get_tensor_dtype(name).name
+        shape = tuple(int(d) for d in self._engine.get_tensor_shape(name))
+        return TensorInfo(name=name, datatype=_TRT_TO_WIRE.get(dtype, dtype), shape=shape)
+
+    def _run(self, inputs: dict[str, np.ndarray], outputs: list[str]) -> dict[str, np.ndarray]:
+        torch, context = self._torch, self._context
+        if context is None:
+            raise UnavailableError(f"model '{self.spec.name}' instance is not loaded")
+        keep: list[Any] = []
+        with torch.cuda.device(self._device):
+            for name in self._inputs:
+                if name not in inputs:
+                    raise InternalError(f"TensorRT engine input '{name}' is missing")
+                tensor = torch.from_numpy(np.ascontiguousarray(inputs[name])).to(self._device)
+                keep.append(tensor)
+                context.set_input_shape(name, tuple(tensor.shape))
+                context.set_tensor_address(name, tensor.data_ptr())
+            produced: dict[str, Any] = {}
+            for name in self._outputs:
+                shape = tuple(context.get_tensor_shape(name))
+                numpy_type = self._trt.nptype(self._engine.get_tensor_dtype(name))
+                dtype = torch.from_numpy(np.empty(0, dtype=numpy_type)).dtype
+                tensor = torch.empty(shape, dtype=dtype, device=self._device)
+                produced[name] = tensor
+                context.set_tensor_address(name, tensor.data_ptr())
+            if not context.execute_async_v3(self._stream.cuda_stream):
+                raise InternalError(f"TensorRT execution of model '{self.spec.name}' failed")
+            self._stream.synchronize()
+        return {name: produced[name].cpu().numpy() for name in outputs if name in produced}
+
+    def _needs_gpu(self, why: str) -> UnavailableError:
+        return UnavailableError(
+            f"failed to load model '{self.spec.name}' version {self.spec.version}: "
+            f"TensorRT plans (tensorrt_plan) require a GPU; {why}"
+        )
