@@ -60,8 +60,12 @@ def autocomplete(
     model_name: str,
     version_dir: Path | None,
     default_max_batch_size: int = DEFAULT_MAX_BATCH_SIZE,
+    read_model: bool = True,
 ) -> AutocompleteResult:
-    """Like ``autocomplete_config``, also returning warnings (e.g. an autofilled batch size)."""
+    """Like ``autocomplete_config``, also returning warnings (e.g. an autofilled batch size).
+
+    ``read_model=False`` only fills name, platform and backend (auto-complete switched off).
+    """
     out = mc.ModelConfig()
     out.CopyFrom(cfg)
     result = AutocompleteResult(out)
@@ -69,7 +73,7 @@ def autocomplete(
         out.name = model_name
         result.filled.append("name")
     _complete_backend_fields(result, model_name, version_dir)
-    if out.backend == "onnxruntime" and version_dir is not None:
+    if read_model and out.backend == "onnxruntime" and version_dir is not None:
         _complete_onnx(result, version_dir, default_max_batch_size)
     return result
 

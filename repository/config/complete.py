@@ -50,8 +50,9 @@ def complete_config(
     result = autocomplete(
         cfg,
         model_name=model_name,
-        version_dir=version_dir if auto_complete else None,
+        version_dir=version_dir,
         default_max_batch_size=default_max_batch_size,
+        read_model=auto_complete,
     )
     problems = config_problems(result.config)
     if problems:
