@@ -44,11 +44,16 @@ def blob_store_file(path: Path) -> Blob:
     sha256, size = file_sha256(path)
     storage = blob_storage()
     name = blob_name(sha256)
-    if not storage.exists(name):
+    known = Blob.objects.filter(sha256=sha256).exists()
+    if not known or not storage.exists(name):
+        # NOTE: content without a row (left by a rolled-back upload) is written again rather than
+        # trusted: nothing has vouched for it.
+        if storage.exists(name):
+            storage.delete(name)
         with path.open("rb") as f:
             saved = storage.save(name, File(f, name=sha256))
         if saved != name:
-            # NOTE: a concurrent upload of the same content won the race; its copy is identical.
+            # A concurrent upload of the same content won the race; its copy is identical.
             storage.delete(saved)
     blob, _ = Blob.objects.get_or_create(sha256=sha256, defaults={"size": size})
     return blob

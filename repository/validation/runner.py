@@ -68,10 +68,12 @@ def check_command(
     golden_file: Path | None,
     report_file: Path,
 ) -> list[str]:
+    # The module is a setting only so tests can stand in a scripted check; serving.check is the one.
+    module = getattr(settings, "PORTICO_VALIDATION_CHECK_MODULE", "serving.check")
     cmd = [
         sys.executable,
         "-m",
-        "serving.check",
+        module,
         "--model-dir",
         str(model_dir),
         "--version-dir",
@@ -105,8 +107,13 @@ def run_check(
             start_new_session=True,
             preexec_fn=_limit_memory(limits.memory_limit_bytes),
         )
-        timed_out = _pump(proc, limits.time_limit_s, on_step)
-        _kill_group(proc.pid)  # leftovers the child started and did not stop
+        try:
+            timed_out = _pump(proc, limits.time_limit_s, on_step)
+        finally:
+            _kill_group(proc.pid)  # leftovers the child started and did not stop
+            proc.wait()
+            assert proc.stdout is not None
+            proc.stdout.close()
         stderr.seek(0, os.SEEK_END)
         stderr.seek(max(0, stderr.tell() - STDERR_TAIL_CHARS))
         tail = stderr.read().decode("utf-8", "replace")
@@ -164,6 +171,8 @@ def _read_lines(stream: IO[bytes], lines: queue.Queue[bytes | None]) -> None:
     try:
         for line in stream:
             lines.put(line)
+    except (ValueError, OSError):
+        pass  # the pipe was closed under us after a kill
     finally:
         lines.put(None)
 

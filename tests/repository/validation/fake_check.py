@@ -1,0 +1,69 @@
+"""A scripted stand-in for ``python -m serving.check`` (same CLI and report), driven by the
+``FAKE_CHECK`` environment variable: ``ok``, ``fail-io``, ``crash``, ``golden-mismatch``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    for flag in ("--model-dir", "--version-dir", "--config", "--golden", "--report"):
+        parser.add_argument(flag)
+    args = parser.parse_args()
+    mode = os.environ.get("FAKE_CHECK", "ok")
+    if mode == "crash":
+        print("Traceback: boom", file=sys.stderr)
+        return 3
+    files = sorted(p.name for p in Path(args.version_dir).iterdir())
+    steps = [_step("load", "passed", f"files: {', '.join(files)}")]
+    if mode == "fail-io":
+        steps.append(_step("io", "failed", "input 'INPUT0': config says FP32, model has INT32"))
+    else:
+        steps.append(_step("io", "passed", ""))
+    golden = []
+    if args.golden:
+        for g in json.loads(Path(args.golden).read_text()):
+            ok = mode != "golden-mismatch"
+            msg = "" if ok else f"golden request '{g['name']}': output 'OUTPUT0' differs"
+            golden.append(
+                {
+                    "id": g["id"],
+                    "ok": ok,
+                    "message": msg,
+                    "outputs": {"OUTPUT0": {"datatype": "FP32", "shape": [1], "data": [1.0]}},
+                }
+            )
+        steps.append(
+            _step(
+                "golden",
+                "passed" if mode != "golden-mismatch" else "failed",
+                golden[0]["message"] if golden else "",
+            )
+        )
+    config = Path(args.config).read_text() if args.config else ""
+    report = {
+        "ok": all(s["status"] != "failed" for s in steps),
+        "config_text": config + 'backend: "onnxruntime"\n',
+        "autocompleted_fields": ["backend"],
+        "inputs": [],
+        "outputs": [],
+        "steps": steps,
+        "golden": golden,
+    }
+    Path(args.report).write_text(json.dumps(report))
+    return 0
+
+
+def _step(name: str, status: str, message: str) -> dict[str, object]:
+    step = {"name": name, "status": status, "message": message, "duration_ms": 1.0}
+    print(json.dumps(step), flush=True)
+    return step
+
+
+if __name__ == "__main__":
+    sys.exit(main())
