@@ -80,7 +80,9 @@ def _first_problem(fields: Any, prefix: str = "") -> str:
     if isinstance(fields, dict):
         for name, value in fields.items():
             where = name if name != "non_field_errors" else ""
-            return _first_problem(value, f"{prefix}.{where}" if prefix and where else prefix or where)
+            return _first_problem(
+                value, f"{prefix}.{where}" if prefix and where else prefix or where
+            )
     if isinstance(fields, list) and fields:
         return _first_problem(fields[0], prefix)
     return f"{prefix}: {fields}" if prefix else str(fields)

@@ -1,0 +1,1 @@
+"""API classes, one per operation, grouped by what they concern."""
