@@ -16,6 +16,10 @@ from repository.config.datatypes import (
     onnx_elem_type,
     wire_datatype,
 )
+from repository.config.ensembles import (
+    ensemble_composition_problems,
+    validate_ensemble_composition,
+)
 from repository.config.errors import ConfigError
 from repository.config.layout import (
     ModelFolder,
@@ -52,6 +56,7 @@ __all__ = [
     "datatype_from_numpy",
     "detect_platform",
     "element_size",
+    "ensemble_composition_problems",
     "model_file",
     "normalize_config",
     "numpy_dtype",
@@ -62,6 +67,7 @@ __all__ = [
     "scan_model_folder",
     "select_versions",
     "validate_config",
+    "validate_ensemble_composition",
     "version_number",
     "wire_datatype",
 ]
