@@ -14,17 +14,17 @@ from tritonclient.grpc import model_config_pb2
 
 import serving
 from serving.backends.python.config_json import config_from_dict, config_to_dict
-from serving.errors import UnavailableError
+from serving.errors import InvalidArgumentError
 
 
 def run_autocomplete(
     cfg: model_config_pb2.ModelConfig, version_dir: Path, *, timeout_s: float
 ) -> model_config_pb2.ModelConfig:
-    """The config as the model completed it; UNAVAILABLE with the model's error otherwise."""
+    """The config as the model completed it; INVALID_ARG with the model's error otherwise."""
     name = cfg.name or version_dir.parent.name
     model_file = Path(version_dir) / (cfg.default_model_filename or "model.py")
     if not model_file.is_file():
-        raise UnavailableError(f"python model '{name}': '{model_file.name}' not found")
+        raise InvalidArgumentError(f"python model '{name}': '{model_file.name}' not found")
     with tempfile.TemporaryDirectory(prefix="portico-autocomplete-") as tmp:
         config_in, config_out = Path(tmp) / "in.json", Path(tmp) / "out.json"
         config_in.write_text(json.dumps(config_to_dict(cfg)))
@@ -39,18 +39,20 @@ def run_autocomplete(
                 check=False,
             )
         except subprocess.TimeoutExpired:
-            raise UnavailableError(
+            raise InvalidArgumentError(
                 f"auto-complete of python model '{name}' timed out after {timeout_s:g} s"
             ) from None
         if not config_out.is_file():
-            raise UnavailableError(f"auto-complete of python model '{name}' crashed")
+            raise InvalidArgumentError(f"auto-complete of python model '{name}' crashed")
         result = json.loads(config_out.read_text())
     if "error" in result:
-        raise UnavailableError(f"auto-complete of python model '{name}' failed: {result['error']}")
+        raise InvalidArgumentError(
+            f"auto-complete of python model '{name}' failed: {result['error']}"
+        )
     try:
         return config_from_dict(result["config"])
     except json_format.ParseError as error:
-        raise UnavailableError(
+        raise InvalidArgumentError(
             f"auto-complete of python model '{name}' produced an invalid config: {error}"
         ) from None
 
