@@ -102,6 +102,10 @@ def _read_gpu(nvml: Any, index: int) -> GpuReading:
 NVML = _Nvml()
 
 
+MIN_CPU_SAMPLE_S = 0.1
+_ZERO_TIMES = type(psutil.cpu_times())(*[0.0] * len(psutil.cpu_times()))
+
+
 class CpuMeter:
     """Host-wide CPU utilisation (0..1) since this meter's previous reading (non-blocking).
     Each reader keeps its own meter so a scrape and a live-stats poll don't shorten each other's
@@ -115,6 +119,8 @@ class CpuMeter:
         with self._lock:
             now = psutil.cpu_times()
             last, self._last = self._last, now
+        if sum(now) - sum(last) < MIN_CPU_SAMPLE_S * (psutil.cpu_count() or 1):
+            last = _ZERO_TIMES  # too short to mean anything (the first scrape): average since boot
         total = sum(now) - sum(last)
         idle = (now.idle - last.idle) + (getattr(now, "iowait", 0.0) - getattr(last, "iowait", 0.0))
         return min(max(1.0 - idle / total, 0.0), 1.0) if total > 0 else 0.0
