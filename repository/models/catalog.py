@@ -110,6 +110,8 @@ class ModelVersion(models.Model):
     validation_started_at = models.DateTimeField(null=True, blank=True)
     validated_at = models.DateTimeField(null=True, blank=True)
     promoted_at = models.DateTimeField(null=True, blank=True)
+    # Set by import_repository: promote once validation passes, if still the highest version.
+    promote_when_ready = models.BooleanField(default=False)
     # The version this one replaced when it was last promoted by hand: rollback walks this chain.
     previous_promoted = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
@@ -138,7 +140,8 @@ class ModelVersion(models.Model):
 
     @property
     def approved(self) -> bool:
-        return self.approved_by_id is not None
+        # approved_by is empty for versions an operator imported with import_repository (trusted).
+        return self.approved_at is not None
 
     @property
     def is_terminal_for_validation(self) -> bool:

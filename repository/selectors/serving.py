@@ -16,7 +16,7 @@ def servable_version_list() -> QuerySet[ModelVersion]:
     """Validated versions serving may load: code-bearing ones only once approved."""
     return (
         ModelVersion.objects.filter(state__in=LOADABLE_STATES)
-        .filter(Q(needs_approval=False) | Q(approved_by__isnull=False))
+        .filter(Q(needs_approval=False) | Q(approved_at__isnull=False))
         .select_related("model")
         .prefetch_related("files__blob")
         .order_by("model__name", "number")

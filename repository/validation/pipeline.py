@@ -131,7 +131,10 @@ def _check_submitted_config(version: ModelVersion) -> None:
     try:
         cfg = parse_config_text(text)
     except ConfigError as exc:
-        raise StepFailed("config.pbtxt: " + "; ".join(exc.problems)) from exc
+        problems = [
+            p if p.startswith("config.pbtxt") else f"config.pbtxt: {p}" for p in exc.problems
+        ]
+        raise StepFailed("; ".join(problems)) from exc
     if cfg.name and cfg.name != version.model.name:
         raise StepFailed(
             f"config.pbtxt: name: '{cfg.name}' does not match the model name '{version.model.name}'"
@@ -237,7 +240,25 @@ def _finish(version_id: int, recorder: StepRecorder, verdict: Verdict) -> ModelV
         if verdict.ok:
             serving_revision_bump()  # a ready version is loadable by explicit version
     version_progress_publish(version)
+    if verdict.ok and version.promote_when_ready:
+        _auto_promote(version)
     return version
+
+
+def _auto_promote(version: ModelVersion) -> None:
+    """Promote an imported version once valid, unless a higher version is already promoted."""
+    from repository.services.promotion import model_version_promote
+
+    current = ModelVersion.objects.filter(
+        model_id=version.model_id, state=VersionState.PROMOTED
+    ).first()
+    if current is not None and current.number > version.number:
+        return
+    try:
+        model_version_promote(version=version, actor=None)
+    except RegistryError as exc:
+        logger.warning("imported %s was not promoted: %s", version, exc.message)
+    version.refresh_from_db()
 
 
 def _apply(version: ModelVersion, recorder: StepRecorder, verdict: Verdict) -> None:

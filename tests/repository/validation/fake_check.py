@@ -48,7 +48,7 @@ def main() -> int:
     config = Path(args.config).read_text() if args.config else ""
     report = {
         "ok": all(s["status"] != "failed" for s in steps),
-        "config_text": config + 'backend: "onnxruntime"\n',
+        "config_text": config if "backend" in config else config + 'backend: "onnxruntime"\n',
         "autocompleted_fields": ["backend"],
         "inputs": [],
         "outputs": [],
