@@ -227,3 +227,44 @@ def test_demo_repository_pipeline_composes(tmp_path: Path, monkeypatch: pytest.M
     np.testing.assert_allclose(
         out, dm.mlp_reference(dm.preprocess_reference(x)), rtol=1e-4, atol=1e-4
     )
+
+
+@pytest.mark.timeout(120)
+def test_python_sources_run_in_the_real_python_backend(tmp_path: Path) -> None:
+    from repository.config import complete_config, scan_model_folder
+    from serving.backends.base import InstancePlacement
+    from serving.backends.python.instance import PythonInstance
+    from serving.core.model_spec import ModelSpec
+    from serving.core.types import InferRequest
+
+    def run(model_dir: Path, requests: list[InferRequest]) -> list[Any]:
+        folder = scan_model_folder(model_dir)
+        config = complete_config(
+            folder.config_text, model_name=folder.name, version_dir=folder.versions[1]
+        ).config
+        spec = ModelSpec(folder.name, 1, config, model_dir, folder.versions[1])
+        instance = PythonInstance(spec, InstancePlacement(name="cpu", kind="KIND_CPU"))
+        instance.load()
+        try:
+            return [result.outputs for result in instance.execute(requests)]
+        finally:
+            instance.unload()
+
+    x1, x2 = np.ones((2, 3), np.float32), np.zeros((1, 3), np.float32)
+    slept = run(
+        dm.write_python_sleep(tmp_path, execute_delay_ms=1),
+        [
+            InferRequest(model_name="sleep", inputs={"INPUT0": x1}),
+            InferRequest(
+                model_name="sleep", inputs={"INPUT0": x2}, parameters={"execute_delay_ms": 5}
+            ),
+        ],
+    )
+    assert [s["BATCH_SIZE"].tolist() for s in slept] == [[[3], [3]], [[3]]]
+    np.testing.assert_array_equal(slept[0]["OUTPUT0"], x1)
+    x = np.random.default_rng(0).standard_normal((2, 256)).astype(np.float32)
+    (normalized,) = run(
+        dm.write_demo_repository(tmp_path)[1],
+        [InferRequest(model_name="preprocess", inputs={"INPUT0": x})],
+    )
+    np.testing.assert_allclose(normalized["OUTPUT0"], dm.preprocess_reference(x), rtol=1e-5)
