@@ -1,0 +1,54 @@
+"""The OpenAPI schema and the error shape for requests that match no operation."""
+
+from __future__ import annotations
+
+import pytest
+from django.core.management import call_command
+
+from tests.console.api.conftest import assert_error
+
+pytestmark = [pytest.mark.django_db, pytest.mark.embedded]
+
+CONTRACT_PATHS = [
+    "/api/models/",
+    "/api/models/{name}/",
+    "/api/models/{name}/versions/",
+    "/api/models/{name}/versions/{version}/",
+    "/api/models/{name}/versions/{version}/promote/",
+    "/api/models/{name}/versions/{version}/approve/",
+    "/api/models/{name}/rollback/",
+    "/api/models/{name}/golden/",
+    "/api/models/{name}/golden/{golden_id}/",
+    "/api/events/",
+    "/api/replicas/",
+    "/api/tokens/",
+]
+
+
+def test_schema_generates_and_validates_without_warnings(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    out = tmp_path / "schema.yaml"
+    call_command("spectacular", "--validate", "--fail-on-warn", "--file", str(out))
+    assert "/api/models/{name}/versions/" in out.read_text()
+
+
+def test_schema_is_served_with_every_contract_path(anon) -> None:  # type: ignore[no-untyped-def]
+    response = anon.get("/api/schema/?format=json")
+    assert response.status_code == 200
+    schema = response.json()
+    assert set(CONTRACT_PATHS) <= set(schema["paths"])
+    assert "tokenAuth" in schema["components"]["securitySchemes"]
+
+
+def test_unknown_api_path_is_a_json_404(as_viewer) -> None:  # type: ignore[no-untyped-def]
+    assert_error(as_viewer.get("/api/nothing/here/"), 404, "not_found")
+
+
+def test_wrong_method_is_405(as_viewer) -> None:  # type: ignore[no-untyped-def]
+    assert_error(as_viewer.delete("/api/models/"), 405, "method_not_allowed")
+
+
+def test_malformed_json_is_400(as_deployer) -> None:  # type: ignore[no-untyped-def]
+    response = as_deployer.post(
+        "/api/models/m/golden/", data="{not json", content_type="application/json"
+    )
+    assert_error(response, 400, "parse_error")
