@@ -27,10 +27,19 @@ class GoldenRecordForm(forms.Form):
             raise forms.ValidationError(f"not valid JSON ({error})") from error
         if isinstance(data, list):
             data = {"inputs": data}
-        if not isinstance(data, dict) or not isinstance(data.get("inputs"), list) or not data["inputs"]:
-            raise forms.ValidationError('expected {"inputs": [{"name", "shape", "datatype", "data"}]}')
+        if (
+            not isinstance(data, dict)
+            or not isinstance(data.get("inputs"), list)
+            or not data["inputs"]
+        ):
+            raise forms.ValidationError(
+                'expected {"inputs": [{"name", "shape", "datatype", "data"}]}'
+            )
         for item in data["inputs"]:
-            if not isinstance(item, dict) or not {"name", "shape", "datatype", "data"} <= item.keys():
+            if (
+                not isinstance(item, dict)
+                or not {"name", "shape", "datatype", "data"} <= item.keys()
+            ):
                 raise forms.ValidationError("each input needs name, shape, datatype and data")
         return json.dumps(data)
 
@@ -40,8 +49,9 @@ class TokenCreateForm(forms.Form):
 
     name = forms.CharField(max_length=128)
     role = forms.ChoiceField(choices=[(r, r) for r in ROLES])
-    username = forms.CharField(max_length=150, required=False,
-                               help_text="Leave empty for a token of your own.")
+    username = forms.CharField(
+        max_length=150, required=False, help_text="Leave empty for a token of your own."
+    )
 
 
 class EventFilterForm(forms.Form):

@@ -15,7 +15,7 @@ from repository.models import ModelVersion
 from repository.services.live import version_group_name, version_progress_message
 
 POLL_INTERVAL_S = 1.0
-# States after which the report no longer changes (ready can still be promoted, but steps are final).
+# After these states the report no longer changes (a ready version can still move; its steps can't).
 FINAL_STATES = frozenset({"ready", "failed", "promoted", "retired"})
 
 
@@ -31,7 +31,7 @@ def _snapshot(version_id: int) -> dict[str, Any] | None:
 
 
 class VersionProgressConsumer(AsyncJsonWebsocketConsumer):
-    """Sends ``{"type": "version.progress", "state", "steps", "error", ...}`` whenever it changes."""
+    """Sends ``{"type": "version.progress", "state", "steps", "error", ...}`` on every change."""
 
     async def connect(self) -> None:
         self.version_id = int(self.scope["url_route"]["kwargs"]["version_id"])
@@ -68,7 +68,10 @@ class VersionProgressConsumer(AsyncJsonWebsocketConsumer):
             await self.send_json({"type": "version.missing", "version_id": self.version_id})
             return True
         if hint and hint.get("steps") and len(hint["steps"]) > len(snapshot["steps"]):
-            snapshot = {**snapshot, **{k: hint[k] for k in ("state", "steps", "error") if k in hint}}
+            snapshot = {
+                **snapshot,
+                **{k: hint[k] for k in ("state", "steps", "error") if k in hint},
+            }
         if snapshot != self.last_sent:
             self.last_sent = snapshot
             await self.send_json(snapshot)

@@ -32,7 +32,9 @@ def complete_sessions(*, user_id: int, session_ids: list[Any]) -> list[UploadSes
         if not session.complete:
             raise UploadSessionError(
                 f"'{session.path}' is not fully uploaded yet ({session.received} of "
-                f"{session.size} bytes)", status=409, offset=session.received,
+                f"{session.size} bytes)",
+                status=409,
+                offset=session.received,
             )
     paths = [s.path for s in sessions]
     if len(set(paths)) != len(paths):
@@ -51,7 +53,9 @@ def _claim(sessions: list[UploadSession]) -> list[UploadSession]:
             for done in claimed:
                 done.folder.rename(done.folder.with_name(done.id))
             raise UploadSessionError("these files were already submitted", status=409) from error
-        claimed.append(UploadSession(session.id, session.user_id, session.path, session.size, target))
+        claimed.append(
+            UploadSession(session.id, session.user_id, session.path, session.size, target)
+        )
     return claimed
 
 
@@ -77,20 +81,29 @@ def create_version(
 
 
 def _create(
-    stack: contextlib.ExitStack, user: Any, model_name: str, sessions: list[UploadSession],
+    stack: contextlib.ExitStack,
+    user: Any,
+    model_name: str,
+    sessions: list[UploadSession],
     config_text: str | None,
 ) -> ModelVersion:
     opened = [(s.path, stack.enter_context(s.data_path.open("rb"))) for s in sessions]
     if len(opened) == 1 and opened[0][0].lower().endswith(ARCHIVE_SUFFIXES):
         path, handle = opened[0]
         return model_version_create_from_upload(
-            model_name=model_name, uploaded_by=user, archive=handle,
-            archive_name=path.rsplit("/", 1)[-1], config_text=config_text,
+            model_name=model_name,
+            uploaded_by=user,
+            archive=handle,
+            archive_name=path.rsplit("/", 1)[-1],
+            config_text=config_text,
         )
     if len(opened) == 1 and "/" not in opened[0][0]:
         path, handle = opened[0]
         return model_version_create_from_upload(
-            model_name=model_name, uploaded_by=user, file=handle, file_name=path,
+            model_name=model_name,
+            uploaded_by=user,
+            file=handle,
+            file_name=path,
             config_text=config_text,
         )
     return model_version_create_from_upload(
@@ -98,7 +111,9 @@ def _create(
     )
 
 
-def suggest_config(*, user_id: int, model_name: str, session_ids: list[Any]) -> tuple[str, list[str]]:
+def suggest_config(
+    *, user_id: int, model_name: str, session_ids: list[Any]
+) -> tuple[str, list[str]]:
     """What auto-complete makes of a single model file (empty when it cannot tell)."""
     sessions = complete_sessions(user_id=user_id, session_ids=session_ids)
     if len(sessions) != 1 or sessions[0].path.lower().endswith(ARCHIVE_SUFFIXES):
@@ -117,7 +132,9 @@ def suggest_config(*, user_id: int, model_name: str, session_ids: list[Any]) -> 
         except OSError:
             shutil.copyfile(sessions[0].data_path, target)
         try:
-            completed = complete_config(None, model_name=model_name or "model", version_dir=version_dir)
+            completed = complete_config(
+                None, model_name=model_name or "model", version_dir=version_dir
+            )
         except Exception:  # noqa: BLE001 - a suggestion; validation reports the real problem
             return "", []
         from repository.config import config_to_text

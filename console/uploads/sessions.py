@@ -57,8 +57,13 @@ class UploadSession:
         return self.received == self.size
 
     def as_json(self) -> dict[str, object]:
-        return {"id": self.id, "path": self.path, "size": self.size, "offset": self.received,
-                "complete": self.complete}
+        return {
+            "id": self.id,
+            "path": self.path,
+            "size": self.size,
+            "offset": self.received,
+            "complete": self.complete,
+        }
 
 
 def sessions_root() -> Path:
@@ -104,9 +109,7 @@ def upload_session_get(*, session_id: str, user_id: int) -> UploadSession:
     return UploadSession(session_id, meta["user_id"], meta["path"], meta["size"], folder)
 
 
-def upload_session_append(
-    session: UploadSession, *, offset: int, chunks: Iterator[bytes]
-) -> int:
+def upload_session_append(session: UploadSession, *, offset: int, chunks: Iterator[bytes]) -> int:
     """Write a chunk that starts at ``offset``; returns the new received offset.
 
     A chunk at the wrong offset (a retry of one already received, or a gap) is refused with 409

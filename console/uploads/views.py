@@ -2,8 +2,8 @@
 
 ``POST   /uploads/sessions/``            ``{"path", "size"}`` → 201 ``{"id", "offset", ...}``
 ``GET    /uploads/sessions/<id>/``       → ``{"offset", "complete", ...}`` (resume point)
-``PUT    /uploads/sessions/<id>/``       body = bytes from ``Upload-Offset`` → ``{"offset"}``; 409 with
-                                          the offset to resume from when the offset is wrong
+``PUT    /uploads/sessions/<id>/``       body = bytes from ``Upload-Offset`` → ``{"offset"}``;
+                                          409 with the offset to resume from when it is wrong
 ``DELETE /uploads/sessions/<id>/``       forget a file
 ``POST   /uploads/config/``              ``{"model", "sessions"}`` → auto-completed ``config.pbtxt``
 ``POST   /uploads/finish/``              ``{"model", "sessions", "config"}`` → 201 the new version
@@ -94,7 +94,8 @@ def config_suggest(request: HttpRequest) -> HttpResponse:
     try:
         data = _json_body(request)
         text, fields = assembly.suggest_config(
-            user_id=request.user.pk, model_name=str(data.get("model", "")),
+            user_id=request.user.pk,
+            model_name=str(data.get("model", "")),
             session_ids=list(data.get("sessions", [])),
         )
     except UploadSessionError as error:
@@ -109,7 +110,8 @@ def finish(request: HttpRequest) -> HttpResponse:
     try:
         data = _json_body(request)
         version = assembly.create_version(
-            user=request.user, model_name=str(data.get("model", "")).strip(),
+            user=request.user,
+            model_name=str(data.get("model", "")).strip(),
             session_ids=list(data.get("sessions", [])),
             config_text=str(data.get("config") or "").strip() or None,
         )
@@ -119,8 +121,13 @@ def finish(request: HttpRequest) -> HttpResponse:
         return JsonResponse({"message": error.message, "code": error.code}, status=400)
     url = reverse("console:version-detail", args=[version.model.name, version.number])
     return JsonResponse(
-        {"model": version.model.name, "version": version.number, "version_id": version.pk,
-         "state": version.state, "url": url,
-         "progress_url": reverse("console:version-progress", args=[version.pk])},
+        {
+            "model": version.model.name,
+            "version": version.number,
+            "version_id": version.pk,
+            "state": version.state,
+            "url": url,
+            "progress_url": reverse("console:version-progress", args=[version.pk]),
+        },
         status=201,
     )

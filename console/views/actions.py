@@ -27,8 +27,11 @@ def _confirm_or_run(
 ) -> HttpResponse:
     model_url = reverse("console:model-detail", args=[model.name])
     if request.method != "POST":
-        return render(request, "console/action_confirm.html",
-                      {"nav": "models", "model": model, "cancel_url": model_url, **context})
+        return render(
+            request,
+            "console/action_confirm.html",
+            {"nav": "models", "model": model, "cancel_url": model_url, **context},
+        )
     try:
         messages.success(request, run())
     except RegistryError as error:
@@ -40,25 +43,37 @@ def _confirm_or_run(
 def version_promote(request: HttpRequest, name: str, number: int) -> HttpResponse:
     version = reads.version_get(name=name, number=number)
     current = reads.promoted_version(model=version.model)
-    changes = [f"{name} v{number} becomes the promoted version: requests that name no version "
-               "go to it on every serving replica."]
+    changes = [
+        f"{name} v{number} becomes the promoted version: requests that name no version "
+        "go to it on every serving replica."
+    ]
     if current is not None and current.pk != version.pk:
-        changes.append(f"v{current.number}, promoted now, becomes retired; "
-                       f"“Roll back” would return to it.")
+        changes.append(
+            f"v{current.number}, promoted now, becomes retired; “Roll back” would return to it."
+        )
     elif current is None:
         changes.append(f"{name} has no promoted version yet; it starts being served.")
-    changes.append("Replicas load and warm it next to the current one, then switch; "
-                   "no request is dropped.")
+    changes.append(
+        "Replicas load and warm it next to the current one, then switch; no request is dropped."
+    )
 
     def run() -> str:
         promoted = model_version_promote(version=version, actor=request.user)
         return f"{name} v{promoted.number} is promoted. Replicas are switching over below."
 
-    return _confirm_or_run(request, model=version.model, run=run, context={
-        "title": f"Promote {name} v{number}?", "changes": changes, "button": "Promote",
-        "action_url": request.path, "version": version,
-        "already": current is not None and current.pk == version.pk,
-    })
+    return _confirm_or_run(
+        request,
+        model=version.model,
+        run=run,
+        context={
+            "title": f"Promote {name} v{number}?",
+            "changes": changes,
+            "button": "Promote",
+            "action_url": request.path,
+            "version": version,
+            "already": current is not None and current.pk == version.pk,
+        },
+    )
 
 
 @role_required(ROLE_DEPLOYER)
@@ -67,21 +82,32 @@ def model_rollback(request: HttpRequest, name: str) -> HttpResponse:
     current = reads.promoted_version(model=model)
     target = reads.rollback_target(promoted=current)
     if current is None or target is None:
-        changes = [f"{name} has no earlier promoted version to roll back to, so nothing would change."]
+        changes = [
+            f"{name} has no earlier promoted version to roll back to, so nothing would change."
+        ]
     else:
-        changes = [f"v{target.number} becomes the promoted version again.",
-                   f"v{current.number}, promoted now, becomes retired.",
-                   "Replicas switch back once v{0} is loaded; no request is dropped.".format(
-                       target.number)]
+        changes = [
+            f"v{target.number} becomes the promoted version again.",
+            f"v{current.number}, promoted now, becomes retired.",
+            f"Replicas switch back once v{target.number} is loaded; no request is dropped.",
+        ]
 
     def run() -> str:
         restored = rollback_service(model=model, actor=request.user)
         return f"Rolled back: {name} v{restored.number} is promoted again."
 
-    return _confirm_or_run(request, model=model, run=run, context={
-        "title": f"Roll back {name}?", "changes": changes, "button": "Roll back",
-        "action_url": request.path, "danger": True,
-    })
+    return _confirm_or_run(
+        request,
+        model=model,
+        run=run,
+        context={
+            "title": f"Roll back {name}?",
+            "changes": changes,
+            "button": "Roll back",
+            "action_url": request.path,
+            "danger": True,
+        },
+    )
 
 
 @role_required(ROLE_ADMIN)
@@ -98,7 +124,15 @@ def version_approve(request: HttpRequest, name: str, number: int) -> HttpRespons
         model_version_approve(version=version, actor=request.user)
         return f"{name} v{number} is approved."
 
-    return _confirm_or_run(request, model=version.model, run=run, context={
-        "title": f"Approve {name} v{number}?", "changes": changes, "button": "Approve",
-        "action_url": request.path, "version": version,
-    })
+    return _confirm_or_run(
+        request,
+        model=version.model,
+        run=run,
+        context={
+            "title": f"Approve {name} v{number}?",
+            "changes": changes,
+            "button": "Approve",
+            "action_url": request.path,
+            "version": version,
+        },
+    )

@@ -72,9 +72,7 @@ def config_diff(old: str, new: str, *, old_label: str, new_label: str) -> list[D
     )
     lines = []
     for line in diff:
-        if line.startswith(("+++", "---")):
-            kind = "hunk"
-        elif line.startswith("@@"):
+        if line.startswith(("+++", "---")) or line.startswith("@@"):
             kind = "hunk"
         elif line.startswith("+"):
             kind = "add"
@@ -119,5 +117,7 @@ def sample_request(config: Any | None) -> dict[str, Any]:
             count *= d
         datatype = _datatype(t.data_type)
         value: Any = "" if datatype == "BYTES" else (False if datatype == "BOOL" else 0)
-        inputs.append({"name": t.name, "shape": shape, "datatype": datatype, "data": [value] * count})
+        inputs.append(
+            {"name": t.name, "shape": shape, "datatype": datatype, "data": [value] * count}
+        )
     return {"inputs": inputs}

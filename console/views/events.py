@@ -22,7 +22,15 @@ def event_list(request: HttpRequest) -> HttpResponse:
     page = Paginator(events, PAGE_SIZE).get_page(request.GET.get("page"))
     query = request.GET.copy()
     query.pop("page", None)
-    return render(request, "console/event_list.html", {
-        "nav": "events", "page": page, "events": page.object_list, "filters": filters,
-        "choices": reads.event_filter_choices(), "query": query.urlencode(),
-    })
+    return render(
+        request,
+        "console/event_list.html",
+        {
+            "nav": "events",
+            "page": page,
+            "events": page.object_list,
+            "filters": filters,
+            "choices": reads.event_filter_choices(),
+            "query": query.urlencode(),
+        },
+    )

@@ -33,14 +33,22 @@ def golden_record(request: HttpRequest, name: str) -> HttpResponse:
     try:
         version = reads.version_get(name=name, number=data["version"])
         golden = golden_request_record(
-            model=model, name=data["name"], inputs=json.loads(data["inputs"])["inputs"],
-            version=version, rtol=data["rtol"], atol=data["atol"], actor=request.user,
+            model=model,
+            name=data["name"],
+            inputs=json.loads(data["inputs"])["inputs"],
+            version=version,
+            rtol=data["rtol"],
+            atol=data["atol"],
+            actor=request.user,
         )
     except RegistryError as error:
         messages.error(request, error.message)
     else:
-        messages.success(request, f"Golden request “{golden.name}” is being recorded on "
-                                  f"v{version.number}; its expected outputs appear when it finishes.")
+        messages.success(
+            request,
+            f"Golden request “{golden.name}” is being recorded on "
+            f"v{version.number}; its expected outputs appear when it finishes.",
+        )
     return redirect(back)
 
 

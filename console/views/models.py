@@ -35,10 +35,19 @@ def model_list(request: HttpRequest) -> HttpResponse:
     if key in SORTS:
         rows.sort(key=SORTS[key], reverse=sort.startswith("-"))
     page = Paginator(rows, PAGE_SIZE).get_page(request.GET.get("page"))
-    return render(request, "console/model_list.html", {
-        "nav": "models", "page": page, "rows": page.object_list, "q": query, "sort": sort,
-        "replicas_total": len(live), "stats_available": model_stats is not None,
-    })
+    return render(
+        request,
+        "console/model_list.html",
+        {
+            "nav": "models",
+            "page": page,
+            "rows": page.object_list,
+            "q": query,
+            "sort": sort,
+            "replicas_total": len(live),
+            "stats_available": model_stats is not None,
+        },
+    )
 
 
 def _row(model: Any, live: list[Any], model_stats: dict[str, Any] | None) -> dict[str, Any]:
@@ -62,7 +71,10 @@ def model_detail(request: HttpRequest, name: str) -> HttpResponse:
     versions = reads.model_versions(model=model)
     promoted = next((v for v in versions if v.state == "promoted"), None)
     context = {
-        "nav": "models", "model": model, "versions": versions, "promoted": promoted,
+        "nav": "models",
+        "model": model,
+        "versions": versions,
+        "promoted": promoted,
         "actions": {v.pk: reads.version_actions(version=v, user=request.user) for v in versions},
         "rollback_target": reads.rollback_target(promoted=promoted),
         "events": reads.event_list(model=model.name)[:10],
@@ -86,14 +98,17 @@ def _serving(model: Any, promoted: Any) -> list[dict[str, Any]]:
     rows = []
     for replica in reads.live_replicas():
         loaded = [v for v in replica.versions if v.get("model") == model.name]
-        rows.append({
-            "replica": replica,
-            "loaded": sorted(loaded, key=lambda v: int(v.get("version") or 0), reverse=True),
-            "serves_promoted": promoted is not None and any(
-                int(v.get("version") or 0) == promoted.number and v.get("state") == "READY"
-                for v in loaded
-            ),
-        })
+        rows.append(
+            {
+                "replica": replica,
+                "loaded": sorted(loaded, key=lambda v: int(v.get("version") or 0), reverse=True),
+                "serves_promoted": promoted is not None
+                and any(
+                    int(v.get("version") or 0) == promoted.number and v.get("state") == "READY"
+                    for v in loaded
+                ),
+            }
+        )
     return rows
 
 
@@ -102,6 +117,12 @@ def model_serving(request: HttpRequest, name: str) -> HttpResponse:
     """The serving panel alone; the model page re-fetches it every second."""
     model = reads.model_get(name=name)
     promoted = reads.promoted_version(model=model)
-    return render(request, "console/partials/model_serving.html", {
-        "model": model, "promoted": promoted, "serving": _serving(model, promoted),
-    })
+    return render(
+        request,
+        "console/partials/model_serving.html",
+        {
+            "model": model,
+            "promoted": promoted,
+            "serving": _serving(model, promoted),
+        },
+    )

@@ -29,8 +29,12 @@ from repository.selectors import audit, catalog, golden, serving, tokens
 
 LIVE_REPLICA_AGE_S = 15.0
 PROMOTABLE = (VersionState.READY, VersionState.RETIRED)
-APPROVABLE = (VersionState.UPLOADED, VersionState.VALIDATING, VersionState.READY,
-              VersionState.RETIRED)
+APPROVABLE = (
+    VersionState.UPLOADED,
+    VersionState.VALIDATING,
+    VersionState.READY,
+    VersionState.RETIRED,
+)
 T = TypeVar("T")
 
 
@@ -44,13 +48,19 @@ def _or_404(read: Callable[[], T]) -> T:
 def model_list(*, query: str = "") -> QuerySet[Model]:
     """Models with their promoted version and (``recent_events``) their latest event."""
     models = catalog.model_list().prefetch_related(
-        Prefetch("events", queryset=Event.objects.order_by("-created_at", "-id")[:1],
-                 to_attr="recent_events"),
+        Prefetch(
+            "events",
+            queryset=Event.objects.order_by("-created_at", "-id")[:1],
+            to_attr="recent_events",
+        ),
     )
     if query:
         models = models.filter(
-            Q(name__icontains=query) | Q(backend__icontains=query) | Q(platform__icontains=query)
-            | Q(description__icontains=query) | Q(versions__backend__icontains=query)
+            Q(name__icontains=query)
+            | Q(backend__icontains=query)
+            | Q(platform__icontains=query)
+            | Q(description__icontains=query)
+            | Q(versions__backend__icontains=query)
         ).distinct()
     return models
 
@@ -62,7 +72,8 @@ def model_get(*, name: str) -> Model:
 def model_versions(*, model: Model) -> list[ModelVersion]:
     return list(
         catalog.model_version_list(model=model)
-        .select_related("previous_promoted").prefetch_related("files__blob")
+        .select_related("previous_promoted")
+        .prefetch_related("files__blob")
     )
 
 
@@ -94,8 +105,11 @@ def version_actions(*, version: ModelVersion, user: Any) -> dict[str, bool]:
     approved_or_free = not version.needs_approval or version.approved
     return {
         "promote": deployer and version.state in PROMOTABLE and approved_or_free,
-        "approve": admin and version.needs_approval and not version.approved
-        and version.state in APPROVABLE and version.uploaded_by_id != user.pk,
+        "approve": admin
+        and version.needs_approval
+        and not version.approved
+        and version.state in APPROVABLE
+        and version.uploaded_by_id != user.pk,
         "awaits_approval": version.needs_approval and not version.approved,
     }
 
@@ -148,7 +162,12 @@ def replica_is_live(replica: ServingReplica) -> bool:
 def replicas_serving(replicas: list[ServingReplica], model: str, numbers: set[int]) -> int:
     """How many replicas have one of ``numbers`` of ``model`` loaded and READY."""
     return sum(
-        1 for replica in replicas
-        if any(v.get("model") == model and int(v.get("version") or 0) in numbers
-               and v.get("state") == "READY" for v in replica.versions)
+        1
+        for replica in replicas
+        if any(
+            v.get("model") == model
+            and int(v.get("version") or 0) in numbers
+            and v.get("state") == "READY"
+            for v in replica.versions
+        )
     )

@@ -27,14 +27,26 @@ def token_list(request: HttpRequest) -> HttpResponse:
         if user is None:
             form.add_error("username", f"There is no user named '{username}'.")
         else:
-            token, key = api_token_create(user=user, role=form.cleaned_data["role"],
-                                          name=form.cleaned_data["name"], actor=request.user)
+            token, key = api_token_create(
+                user=user,
+                role=form.cleaned_data["role"],
+                name=form.cleaned_data["name"],
+                actor=request.user,
+            )
             # NOTE: rendered, not redirected: the key must never be stored to survive a redirect.
             created = {"token": token, "key": key}
             form = TokenCreateForm()
-    return render(request, "console/token_list.html", {
-        "nav": "tokens", "tokens": reads.token_list(), "form": form, "created": created,
-    }, status=400 if request.method == "POST" and created is None else 200)
+    return render(
+        request,
+        "console/token_list.html",
+        {
+            "nav": "tokens",
+            "tokens": reads.token_list(),
+            "form": form,
+            "created": created,
+        },
+        status=400 if request.method == "POST" and created is None else 200,
+    )
 
 
 @role_required(ROLE_ADMIN)
@@ -46,6 +58,9 @@ def token_revoke(request: HttpRequest, token_id: int) -> HttpResponse:
     except RegistryError as error:
         messages.error(request, error.message)
     else:
-        messages.success(request, f"Token {token.prefix}… ({token.name or 'unnamed'}) is revoked; "
-                                  "requests using it are refused from now on.")
+        messages.success(
+            request,
+            f"Token {token.prefix}… ({token.name or 'unnamed'}) is revoked; "
+            "requests using it are refused from now on.",
+        )
     return redirect("console:token-list")

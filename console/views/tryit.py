@@ -47,8 +47,13 @@ def model_try(request: HttpRequest, name: str) -> HttpResponse:
             raise ValueError
         path = _infer_path(name, payload.get("version"))
     except (ValueError, KeyError, TypeError):
-        return JsonResponse({"message": 'send {"request": {"inputs": [...]}, "version": n?} '
-                             "with KServe v2 JSON inputs"}, status=400)
+        return JsonResponse(
+            {
+                "message": 'send {"request": {"inputs": [...]}, "version": n?} '
+                "with KServe v2 JSON inputs"
+            },
+            status=400,
+        )
     base = serving_url()
     if not base:
         return JsonResponse({"message": "no serving replica is known"}, status=502)
@@ -62,5 +67,11 @@ def model_try(request: HttpRequest, name: str) -> HttpResponse:
         answer = response.json()
     except ValueError:
         answer = {"error": response.text[:2000]}
-    return JsonResponse({"status": response.status_code, "latency_ms": round(latency_ms, 2),
-                         "url": base + path, "response": answer})
+    return JsonResponse(
+        {
+            "status": response.status_code,
+            "latency_ms": round(latency_ms, 2),
+            "url": base + path,
+            "response": answer,
+        }
+    )

@@ -13,7 +13,13 @@ CHUNK_BYTES = 4 * 1024 * 1024
 
 @role_required(ROLE_DEPLOYER)
 def upload_page(request: HttpRequest) -> HttpResponse:
-    return render(request, "console/upload_form.html", {
-        "nav": "upload", "model_name": request.GET.get("model", ""),
-        "chunk_bytes": CHUNK_BYTES, "max_bytes": int(settings.PORTICO_MAX_UPLOAD_BYTES),
-    })
+    return render(
+        request,
+        "console/upload_form.html",
+        {
+            "nav": "upload",
+            "model_name": request.GET.get("model", ""),
+            "chunk_bytes": CHUNK_BYTES,
+            "max_bytes": int(settings.PORTICO_MAX_UPLOAD_BYTES),
+        },
+    )

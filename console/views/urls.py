@@ -14,20 +14,30 @@ urlpatterns = [
     path("models/<str:name>/rollback/", actions.model_rollback, name="model-rollback"),
     path("models/<str:name>/try/", tryit.model_try, name="model-try"),
     path("models/<str:name>/golden/", golden.golden_record, name="golden-record"),
-    path("models/<str:name>/golden/<int:golden_id>/delete/", golden.golden_delete,
-         name="golden-delete"),
-    path("models/<str:name>/versions/<int:number>/", versions.version_detail,
-         name="version-detail"),
-    path("models/<str:name>/versions/<int:number>/promote/", actions.version_promote,
-         name="version-promote"),
-    path("models/<str:name>/versions/<int:number>/approve/", actions.version_approve,
-         name="version-approve"),
-    path("versions/<int:version_id>/progress/", versions.version_progress,
-         name="version-progress"),
+    path(
+        "models/<str:name>/golden/<int:golden_id>/delete/",
+        golden.golden_delete,
+        name="golden-delete",
+    ),
+    path(
+        "models/<str:name>/versions/<int:number>/", versions.version_detail, name="version-detail"
+    ),
+    path(
+        "models/<str:name>/versions/<int:number>/promote/",
+        actions.version_promote,
+        name="version-promote",
+    ),
+    path(
+        "models/<str:name>/versions/<int:number>/approve/",
+        actions.version_approve,
+        name="version-approve",
+    ),
+    path("versions/<int:version_id>/progress/", versions.version_progress, name="version-progress"),
     path("upload/", upload.upload_page, name="upload"),
     path("uploads/sessions/", uploads.session_create, name="upload-session-create"),
-    path("uploads/sessions/<str:session_id>/", uploads.session_detail,
-         name="upload-session-detail"),
+    path(
+        "uploads/sessions/<str:session_id>/", uploads.session_detail, name="upload-session-detail"
+    ),
     path("uploads/config/", uploads.config_suggest, name="upload-config"),
     path("uploads/finish/", uploads.finish, name="upload-finish"),
     path("events/", events.event_list, name="event-list"),

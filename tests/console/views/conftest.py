@@ -54,18 +54,24 @@ def admin_client(admin_user):  # type: ignore[no-untyped-def]
 
 @pytest.fixture
 def catalog(deployer):  # type: ignore[no-untyped-def]
-    """``mlp`` with v1 retired, v2 promoted (after v1), v3 ready; ``pyfn`` v1 ready, needs approval."""
+    """``mlp``: v1 retired, v2 promoted (after v1), v3 ready; ``pyfn``: v1 ready, needs approval."""
     mlp = ModelFactory(name="mlp", backend="onnxruntime")
     v1 = ModelVersionFactory(model=mlp, number=1, state=VersionState.RETIRED, uploaded_by=deployer)
     v2 = ModelVersionFactory(
-        model=mlp, number=2, state=VersionState.PROMOTED, uploaded_by=deployer,
+        model=mlp,
+        number=2,
+        state=VersionState.PROMOTED,
+        uploaded_by=deployer,
         previous_promoted=v1,
         config_text='name: "mlp"\nplatform: "onnxruntime_onnx"\nmax_batch_size: 8\n'
         'input [\n  {\n    name: "INPUT0"\n    data_type: TYPE_FP32\n    dims: [ 4 ]\n  }\n]\n'
         'output [\n  {\n    name: "OUTPUT0"\n    data_type: TYPE_FP32\n    dims: [ 2 ]\n  }\n]\n',
     )
     v3 = ModelVersionFactory(
-        model=mlp, number=3, state=VersionState.READY, uploaded_by=deployer,
+        model=mlp,
+        number=3,
+        state=VersionState.READY,
+        uploaded_by=deployer,
         config_text=v2.config_text.replace("max_batch_size: 8", "max_batch_size: 16")
         + "dynamic_batching {\n}\n",
         autocompleted_fields=["dynamic_batching"],
@@ -78,7 +84,11 @@ def catalog(deployer):  # type: ignore[no-untyped-def]
         VersionFileFactory(version=version)
     pyfn = ModelFactory(name="pyfn", backend="python")
     p1 = ModelVersionFactory(
-        model=pyfn, number=1, state=VersionState.READY, uploaded_by=deployer,
-        needs_approval=True, backend="python",
+        model=pyfn,
+        number=1,
+        state=VersionState.READY,
+        uploaded_by=deployer,
+        needs_approval=True,
+        backend="python",
     )
     return {"mlp": mlp, "v1": v1, "v2": v2, "v3": v3, "pyfn": pyfn, "p1": p1}

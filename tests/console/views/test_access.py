@@ -59,7 +59,9 @@ def test_viewer_gets_403_on_deployer_and_admin_pages(viewer_client, catalog, nam
 
 @pytest.mark.parametrize(("name", "args"), DEPLOYER_POSTS)
 def test_viewer_gets_403_on_every_action(viewer_client, catalog, name, args):
-    response = viewer_client.post(reverse(name, args=args), content_type="application/json", data={})
+    response = viewer_client.post(
+        reverse(name, args=args), content_type="application/json", data={}
+    )
     assert response.status_code == 403
     catalog["v2"].refresh_from_db()
     assert catalog["v2"].state == "promoted"

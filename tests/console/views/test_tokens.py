@@ -1,0 +1,50 @@
+"""API tokens page: the key is shown once, the list never shows it, revoke is idempotent."""
+
+from __future__ import annotations
+
+from django.urls import reverse
+
+from repository.models import ApiToken, Event
+from repository.services import api_token_authenticate
+
+
+def test_create_shows_the_key_once(admin_client, admin_user):
+    url = reverse("console:token-list")
+    response = admin_client.post(url, {"name": "ci", "role": "deployer", "username": ""})
+    body = response.content.decode()
+    assert "shown only this once" in body
+    token = ApiToken.objects.get(name="ci")
+    key = body.split('<pre id="new-token-key">')[1].split("</pre>")[0]
+    assert api_token_authenticate(key=key).pk == token.pk
+    assert token.user == admin_user and token.role == "deployer"
+    again = admin_client.get(url).content.decode()
+    assert key not in again and token.prefix in again
+
+
+def test_create_for_another_user_and_unknown_user(admin_client, viewer):
+    url = reverse("console:token-list")
+    admin_client.post(url, {"name": "v", "role": "viewer", "username": "viewer"})
+    assert ApiToken.objects.get(name="v").user == viewer
+    response = admin_client.post(url, {"name": "x", "role": "viewer", "username": "ghost"})
+    assert response.status_code == 400
+    assert "There is no user named" in response.content.decode()
+
+
+def test_revoke_twice_records_one_event(admin_client, admin_user):
+    admin_client.post(reverse("console:token-list"), {"name": "ci", "role": "viewer"})
+    token = ApiToken.objects.get(name="ci")
+    url = reverse("console:token-revoke", args=[token.pk])
+    response = admin_client.post(url, follow=True)
+    assert "is revoked" in response.content.decode()
+    admin_client.post(url)
+    token.refresh_from_db()
+    assert token.revoked
+    assert Event.objects.filter(action="token_revoke").count() == 1
+
+
+def test_revoke_unknown_token_is_404(admin_client):
+    assert admin_client.post(reverse("console:token-revoke", args=[12345])).status_code == 404
+
+
+def test_tokens_page_empty_state(admin_client):
+    assert "No API tokens yet." in admin_client.get(reverse("console:token-list")).content.decode()
