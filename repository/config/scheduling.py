@@ -40,8 +40,6 @@ def _dynamic(cfg: mc.ModelConfig) -> list[str]:
             f"dynamic_batching.default_priority_level: must be in [1, {levels}] "
             f"(priority_levels), got {dyn.default_priority_level}"
         )
-    if levels == 0 and dyn.default_priority_level != 0:
-        problems.append("dynamic_batching.default_priority_level: requires priority_levels > 0")
     problems += [
         f"dynamic_batching.priority_queue_policy: priority level {level} must be in [1, {levels}]"
         for level in dyn.priority_queue_policy
@@ -60,7 +58,8 @@ def _preserve_ordering(dyn: mc.ModelDynamicBatching) -> list[str]:
             "priority level"
         )
     policies = [dyn.default_queue_policy, *dyn.priority_queue_policy.values()]
-    if any(policy.timeout_action == DELAY for policy in policies):
+    # A DELAY action only matters with a timeout; Triton rejects just that combination.
+    if any(p.timeout_action == DELAY and p.default_timeout_microseconds for p in policies):
         problems.append(
             "dynamic_batching.preserve_ordering: cannot be combined with timeout_action DELAY"
         )

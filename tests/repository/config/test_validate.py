@@ -144,10 +144,6 @@ CASES = [
         "dynamic_batching.default_priority_level: must be in [1, 2] (priority_levels), got 0",
     ),
     (
-        ONNX + IO + "dynamic_batching { default_priority_level: 1 }",
-        "dynamic_batching.default_priority_level: requires priority_levels > 0",
-    ),
-    (
         ONNX + IO + "dynamic_batching { priority_levels: 2 default_priority_level: 1 "
         "priority_queue_policy { key: 5 value { } } }",
         "dynamic_batching.priority_queue_policy: priority level 5 must be in [1, 2]",
@@ -159,7 +155,7 @@ CASES = [
     ),
     (
         ONNX + IO + "dynamic_batching { preserve_ordering: true "
-        "default_queue_policy { timeout_action: DELAY } }",
+        "default_queue_policy { timeout_action: DELAY default_timeout_microseconds: 10 } }",
         "dynamic_batching.preserve_ordering: cannot be combined with timeout_action DELAY",
     ),
     # sequence batching
@@ -426,3 +422,12 @@ def test_reshape_with_variable_dims_checks_fixed_parts() -> None:
         + 'input { name: "A" data_type: TYPE_FP32 dims: [ -1, 2, 3 ] reshape { shape: [ -1, 5 ] } }'
     )
     assert any("same number of elements" in p for p in problems(bad))
+
+
+def test_triton_tolerances_are_kept() -> None:
+    # A priority level without priority levels is ignored by Triton, and DELAY without a timeout
+    # never delays anything; both load there, so they load here.
+    assert problems(ONNX + IO + "dynamic_batching { default_priority_level: 1 }") == []
+    text = "dynamic_batching { preserve_ordering: true "
+    text += "default_queue_policy { timeout_action: DELAY } }"
+    assert problems(ONNX + IO + text) == []
