@@ -140,6 +140,9 @@ def _uvicorn(app: Any, settings: ServingSettings) -> uvicorn.Server:
         timeout_graceful_shutdown=int(settings.exit_timeout_s) or 1,
         h11_max_incomplete_event_size=None,
     )
+    # NOTE: no per-request access log on the data plane (it costs more than routing does).
+    access = logging.getLogger("uvicorn.access")
+    access.handlers, access.propagate, access.disabled = [], False, True
     return uvicorn.Server(config)
 
 

@@ -175,12 +175,14 @@ class HttpApp:
             request = self._raw_request(name, version, body)
         else:
             json_part, binary = split_body(body, header_length)
-            header = parse_json(json_part)
+            try:
+                header = parse_json(json_part)
+            except InvalidArgumentError:
+                if header_length == HEADER_LENGTH_MISSING and b'"binary_data_size"' in body:
+                    raise _missing_header_length() from None
+                raise
             if header_length == HEADER_LENGTH_MISSING and _has_binary_inputs(header):
-                raise InvalidArgumentError(
-                    "must specify valid 'Infer-Header-Content-Length' in request header when "
-                    "passing inputs in binary data format"
-                )
+                raise _missing_header_length()
             request = decode_infer_request(header, binary, model_name=name, model_version=version)
         response = await self.server.infer(request, decoupled_error=DECOUPLED_HTTP)
         json_body, parts, any_binary = encode_infer_response(response, request)
@@ -296,6 +298,13 @@ def _load_parameters(params: dict[str, Any]) -> tuple[str | None, dict[str, byte
         except (binascii.Error, ValueError):
             raise InvalidArgumentError(f"'{key}' is not valid base64") from None
     return config, files
+
+
+def _missing_header_length() -> InvalidArgumentError:
+    return InvalidArgumentError(
+        "must specify valid 'Infer-Header-Content-Length' in request header when passing "
+        "inputs in binary data format"
+    )
 
 
 def _has_binary_inputs(header: dict[str, Any]) -> bool:

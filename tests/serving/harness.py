@@ -1,0 +1,125 @@
+"""Starting a serving process for tests: in-process on a thread, or as a real subprocess."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import tritonclient.http as httpclient
+from google.protobuf import text_format
+from tritonclient.grpc import model_config_pb2 as mc
+
+from repository import demo_models as dm
+from serving.main import ServingProcess
+from serving.settings import ServingSettings
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def folder_settings(repo: Path, **overrides: Any) -> ServingSettings:
+    values: dict[str, Any] = {
+        "model_repository": repo, "host": "127.0.0.1", "http_port": 0, "grpc_port": 0,
+        "metrics_port": 0, "exit_timeout_s": 5.0, "cpu_count": 1,
+    }  # fmt: skip
+    values.update(overrides)
+    return ServingSettings(**values)
+
+
+@contextmanager
+def serving(repo: Path, **overrides: Any) -> Iterator[ServingProcess]:
+    process = ServingProcess(folder_settings(repo, **overrides)).start()
+    try:
+        yield process
+    finally:
+        process.stop()
+
+
+def set_version_policy(model_dir: Path, policy: str) -> None:
+    """Rewrite a model's config.pbtxt with ``version_policy`` (e.g. ``all {}``)."""
+    config_path = model_dir / "config.pbtxt"
+    cfg = text_format.Parse(config_path.read_text(), mc.ModelConfig())
+    text_format.Parse(f"version_policy {{ {policy} }}", cfg)
+    config_path.write_text(text_format.MessageToString(cfg))
+
+
+def write_protocol_repository(repo: Path) -> None:
+    """The models the protocol tests use (all ONNX, so the server starts fast)."""
+    dm.write_onnx_identity(repo, "identity", dims=(-1,), max_batch_size=8)
+    dm.write_onnx_add_sub(repo, "simple", dims=(16,), max_batch_size=8)
+    dm.write_onnx_identity(repo, "identity_bytes", dtype="BYTES", dims=(-1,), max_batch_size=8)
+    dm.write_onnx_identity(repo, "identity_bool", dtype="BOOL", dims=(-1,), max_batch_size=0)
+    dm.write_onnx_identity(repo, "identity_fp16", dtype="FP16", dims=(-1,), max_batch_size=8)
+    dm.write_onnx_identity(repo, "identity_int64", dtype="INT64", dims=(4,), max_batch_size=0)
+    dm.write_onnx_identity(repo, "identity_uint8", dtype="UINT8", dims=(-1,), max_batch_size=0)
+    dm.write_onnx_identity(repo, "identity_fp64", dtype="FP64", dims=(-1,), max_batch_size=0)
+    dm.write_onnx_identity(repo, "versioned", version=1, dims=(-1,), max_batch_size=8)
+    model_dir = dm.write_onnx_identity(repo, "versioned", version=2, dims=(-1,), max_batch_size=8)
+    set_version_policy(model_dir, "all {}")
+    classes = dm.write_onnx_identity(repo, "classes", dims=(4,), max_batch_size=0)
+    config_path = classes / "config.pbtxt"
+    cfg = text_format.Parse(config_path.read_text(), mc.ModelConfig())
+    cfg.output[0].label_filename = "labels.txt"
+    config_path.write_text(text_format.MessageToString(cfg))
+    (classes / "labels.txt").write_text("cat\ndog\nbird\nfish\n")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_ready(
+    url: str, timeout_s: float = 60.0, process: subprocess.Popen[Any] | None = None
+) -> None:
+    client = httpclient.InferenceServerClient(url)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if process is not None and process.poll() is not None:
+            raise RuntimeError(f"server exited with {process.returncode}")
+        try:
+            if client.is_server_live():
+                return
+        except Exception:  # noqa: BLE001 - not listening yet
+            pass
+        time.sleep(0.1)
+    raise TimeoutError(f"server at {url} did not come up")
+
+
+@contextmanager
+def serving_subprocess(args: list[str], **env: str) -> Iterator[subprocess.Popen[str]]:
+    """A real serving process (killed in teardown if still running)."""
+    environment = {**os.environ, **env, "PYTHONPATH": str(ROOT)}
+    process = subprocess.Popen(
+        [sys.executable, *args], cwd=ROOT, env=environment, stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    try:
+        yield process
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGKILL)
+        process.wait(timeout=30)
+        if process.stdout is not None:
+            process.stdout.close()
+
+
+def identity_input(x: np.ndarray[Any, Any], *, binary: bool = True) -> httpclient.InferInput:
+    tensor = httpclient.InferInput("INPUT0", list(x.shape), _datatype(x))
+    tensor.set_data_from_numpy(x, binary_data=binary)
+    return tensor
+
+
+def _datatype(x: np.ndarray[Any, Any]) -> str:
+    from tritonclient.utils import np_to_triton_dtype
+
+    return str(np_to_triton_dtype(x.dtype))
