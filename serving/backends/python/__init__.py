@@ -17,6 +17,6 @@ def autocomplete(
     cfg: model_config_pb2.ModelConfig, version_dir: Path, *, timeout_s: float = 60.0
 ) -> model_config_pb2.ModelConfig:
     """``cfg`` completed by the model's ``TritonPythonModel.auto_complete_config`` (if any)."""
-    from serving.backends.python.autocomplete import run_autocomplete
+    from serving.backends.python.completion import run_autocomplete
 
     return run_autocomplete(cfg, version_dir, timeout_s=timeout_s)

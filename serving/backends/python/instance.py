@@ -284,8 +284,9 @@ class PythonInstance(ModelInstance):
                 [sys.executable, "-m", "serving.backends.python.stub", str(child_sock.fileno())],
                 pass_fds=[child_sock.fileno()],
                 stdin=subprocess.DEVNULL,
+                # NOTE: a model's print() goes to stderr: stdout may be a protocol (serving.check).
+                stdout=2,
                 env=env,
-                start_new_session=True,
             )
         finally:
             child_sock.close()

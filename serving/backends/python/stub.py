@@ -15,7 +15,11 @@ import asyncio
 import importlib.util
 import inspect
 import json
+import os
+import signal
 import sys
+import threading
+import time
 import traceback
 from multiprocessing import resource_tracker
 from multiprocessing.connection import Connection
@@ -58,6 +62,7 @@ def _describe(error: BaseException) -> str:
 
 
 _loop: asyncio.AbstractEventLoop | None = None
+_out_prefix = ""  # this process's output segments, unlinked if the server vanishes
 
 
 def _call(function: Any, *args: Any) -> Any:
@@ -100,7 +105,9 @@ class Stub:
 
     def _init(self, payload: dict[str, Any]) -> tuple[str, Any]:
         try:
-            self.region = shm.Region(payload["out_prefix"], track=False)
+            global _out_prefix
+            _out_prefix = payload["out_prefix"]
+            self.region = shm.Region(_out_prefix, track=False)
             module = load_module(Path(payload["model_file"]))
             self.model = module.TritonPythonModel()
             if hasattr(self.model, "initialize"):
@@ -201,11 +208,29 @@ def autocomplete(model_file: Path, config_in: Path, config_out: Path) -> int:
         return 1
 
 
+def _exit_with_parent() -> None:
+    """Exit when the server dies, even while user code is busy (EOF only shows when idle)."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while True:
+            time.sleep(1.0)
+            if os.getppid() != parent:
+                if _out_prefix:
+                    shm.unlink_prefixed(_out_prefix)
+                os._exit(0)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
+
+
 def main(argv: list[str]) -> int:
     # NOTE: the server tracks (and cleans up) every segment; a tracker here would be one more
     # process per instance, and it would unlink the server's segments when this process exits.
     resource_tracker.register = _no_tracking
     resource_tracker.unregister = _no_tracking
+    # NOTE: Ctrl-C reaches the whole process group; the server finalises its instances itself.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _exit_with_parent()
     if argv and argv[0] == "--autocomplete":
         return autocomplete(Path(argv[1]), Path(argv[2]), Path(argv[3]))
     conn = Connection(int(argv[0]))

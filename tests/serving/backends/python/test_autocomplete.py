@@ -11,7 +11,7 @@ from tritonclient.grpc import model_config_pb2
 
 from repository import demo_models
 from serving.backends.python import autocomplete
-from serving.backends.python.autocomplete import completed_fields
+from serving.backends.python.completion import completed_fields
 from serving.backends.python.triton_python_backend_utils import ModelConfig
 from serving.errors import InvalidArgumentError
 

@@ -1,0 +1,277 @@
+"""Check a candidate model version the way serving would load it, and report step by step.
+
+``python -m serving.check --model-dir DIR --version-dir DIR [--config FILE] [--golden FILE]
+--report FILE`` completes the config (``repository.config.complete_config`` plus the Python
+backend's ``auto_complete_config``), loads one instance with the real backend (the same code the
+server runs), compares the declared inputs and outputs with the artifact's, warms it up (the
+config's ``model_warmup``, else a generated request of the declared shapes) and replays golden
+requests.
+Each step is printed as one JSON line when it finishes, so a parent can stream progress; the full
+report is written to ``--report``. Exit status 0 when every step passed, 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from tritonclient.grpc import model_config_pb2
+
+from serving.backends.base import ModelInstance
+from serving.core.model_spec import ModelSpec
+from serving.errors import ServingError
+
+PASSED, FAILED, SKIPPED = "passed", "failed", "skipped"
+SKIP_PREFIX = "skipped:"  # a step returning "skipped:<why>" is reported as skipped
+
+
+class StepFailed(Exception):
+    """A step's failure, with the message the report shows."""
+
+
+@dataclasses.dataclass
+class Check:
+    """The state one check run builds up; ``report()`` is what lands in ``--report``."""
+
+    model_dir: Path
+    version_dir: Path
+    config_text: str | None
+    golden: list[dict[str, Any]] | None
+    emit: Callable[[dict[str, Any]], None]
+    steps: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    spec: ModelSpec | None = None
+    instance: ModelInstance | None = None
+    autocompleted_fields: list[str] = dataclasses.field(default_factory=list)
+    golden_results: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    artifact: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    def run(self) -> dict[str, Any]:
+        try:
+            self.step("config", self._config)
+            self.step("load", self._load)
+            self.step("io", self._io)
+            self.step("warmup", self._warmup)
+            self.step("golden", self._golden)
+        finally:
+            if self.instance is not None:
+                self.instance.unload()
+        return self.report()
+
+    def step(self, name: str, action: Callable[[], str | None]) -> None:
+        started = time.monotonic()
+        if any(s["status"] == FAILED for s in self.steps):
+            status, message = SKIPPED, "an earlier step failed"
+        else:
+            try:
+                result = action() or ""
+                skipped = result.startswith(SKIP_PREFIX)
+                status = SKIPPED if skipped else PASSED
+                message = result.removeprefix(SKIP_PREFIX)
+            except StepFailed as failure:
+                status, message = FAILED, str(failure)
+            except ServingError as error:
+                status, message = FAILED, error.message
+            except Exception as error:  # noqa: BLE001 - any surprise is this step's failure
+                status, message = FAILED, f"{type(error).__name__}: {error}"
+        entry = {
+            "name": name,
+            "status": status,
+            "message": message or "",
+            "duration_ms": round((time.monotonic() - started) * 1000, 1),
+        }
+        self.steps.append(entry)
+        self.emit(entry)
+
+    def report(self) -> dict[str, Any]:
+        from serving.check_io import declared_io
+
+        config = self.spec.config if self.spec is not None else None
+        return {
+            "ok": bool(self.steps) and all(s["status"] != FAILED for s in self.steps),
+            "config_text": _config_text(config) if config is not None else "",
+            "autocompleted_fields": self.autocompleted_fields,
+            "inputs": declared_io(config, "input") if config is not None else [],
+            "outputs": declared_io(config, "output") if config is not None else [],
+            "artifact": self.artifact,
+            "steps": self.steps,
+            "golden": self.golden_results,
+        }
+
+    # ------------------------------------------------------------------ steps
+
+    def _config(self) -> str:
+        from repository.config import ConfigError, complete_config
+        from serving.backends.registry import gpu_count
+
+        name = self.model_dir.name
+        try:
+            completed = complete_config(
+                self.config_text, model_name=name, version_dir=self.version_dir,
+                gpu_count=gpu_count(),
+            )  # fmt: skip
+        except ConfigError as error:
+            raise StepFailed("; ".join(error.problems) or str(error)) from None
+        config = completed.config
+        self.autocompleted_fields = list(completed.autocompleted_fields)
+        if config.backend == "python":
+            from serving.backends.python import autocomplete
+            from serving.backends.python.completion import completed_fields
+
+            completed_python = autocomplete(config, self.version_dir)
+            self.autocompleted_fields += completed_fields(config, completed_python)
+            config = completed_python
+        self.spec = ModelSpec(
+            name=name,
+            version=_version_number(self.version_dir),
+            config=config,
+            model_dir=self.model_dir,
+            version_dir=self.version_dir,
+        )
+        filled = ", ".join(self.autocompleted_fields) or "nothing"
+        return f"{config.platform or config.backend}; auto-complete filled {filled}"
+
+    def _load(self) -> str:
+        from serving.backends.registry import create_instances, gpu_count, load_instances
+
+        spec = self._spec()
+        if spec.config.platform == "ensemble":
+            return "skipped:ensembles have no artifact to load"
+        instances = create_instances(spec, cpu_count=os.cpu_count() or 1, gpu_count=gpu_count())
+        # NOTE: one instance is enough to prove the artifact loads; the rest would only cost memory.
+        load_instances(instances[:1])
+        self.instance = instances[0]
+        return f"loaded instance '{self.instance.placement.name}' ({type(self.instance).__name__})"
+
+    def _io(self) -> str:
+        from serving.check_io import io_problems
+
+        if self.instance is None:
+            return "skipped:nothing loaded"
+        artifact = self.instance.artifact_io()
+        if artifact is None:
+            return "skipped:this backend does not declare its inputs and outputs"
+        inputs, outputs = artifact
+        self.artifact = {
+            "inputs": [dataclasses.asdict(t) for t in inputs],
+            "outputs": [dataclasses.asdict(t) for t in outputs],
+        }
+        problems = io_problems(self._spec().config, inputs, outputs)
+        if problems:
+            raise StepFailed("; ".join(problems))
+        return f"{len(inputs)} inputs and {len(outputs)} outputs agree with the model"
+
+    def _warmup(self) -> str:
+        from serving.warmup import run_warmup
+
+        if self.instance is None:
+            return "skipped:nothing loaded"
+        spec = self._spec()
+        count = run_warmup(spec, [self.instance], strict_generated=True)
+        what = "model_warmup entries" if spec.config.model_warmup else "a generated request"
+        return f"{count} warm-up request(s) from {what}"
+
+    def _golden(self) -> str:
+        if not self.golden:
+            return "skipped:no golden requests"
+        if self.instance is None:
+            return "skipped:nothing loaded"
+        for entry in self.golden:
+            self.golden_results.append(self._replay(entry))
+        failed = [g for g in self.golden_results if not g["ok"]]
+        if failed:
+            raise StepFailed(
+                f"{len(failed)} of {len(self.golden_results)} golden request(s) failed: "
+                + "; ".join(f"{g['id']}: {g['message']}" for g in failed)
+            )
+        return f"{len(self.golden_results)} golden request(s) reproduced"
+
+    def _replay(self, entry: dict[str, Any]) -> dict[str, Any]:
+        from serving.check_io import compare_outputs, golden_request, outputs_json
+
+        spec, instance = self._spec(), self.instance
+        assert instance is not None
+        result: dict[str, Any] = {"id": entry.get("id"), "ok": False, "message": "", "outputs": {}}
+        try:
+            request = golden_request(entry, model_name=spec.name, version=spec.version)
+            (response,) = instance.execute_checked([request])
+        except ServingError as error:
+            result["message"] = error.message
+            return result
+        if isinstance(response, ServingError):
+            result["message"] = response.message
+            return result
+        result["outputs"] = outputs_json(response)
+        expected = entry.get("outputs") or entry.get("expected_outputs")
+        if expected:
+            rtol, atol = float(entry.get("rtol", 1e-5)), float(entry.get("atol", 1e-6))
+            problems = compare_outputs(result["outputs"], expected, rtol=rtol, atol=atol)
+            result["message"] = "; ".join(problems) or "matches the expected outputs"
+            result["ok"] = not problems
+        else:
+            result["ok"], result["message"] = True, "ran (no expected outputs to compare)"
+        return result
+
+    def _spec(self) -> ModelSpec:
+        if self.spec is None:
+            raise StepFailed("no config")
+        return self.spec
+
+
+def _version_number(version_dir: Path) -> int:
+    try:
+        return int(version_dir.name)
+    except ValueError:
+        return 1
+
+
+def _config_text(config: model_config_pb2.ModelConfig) -> str:
+    from repository.config import config_to_text
+
+    return str(config_to_text(config))
+
+
+def _read_golden(path: Path | None) -> list[dict[str, Any]] | None:
+    if path is None:
+        return None
+    data = json.loads(path.read_text(encoding="utf-8"))
+    if isinstance(data, dict):
+        data = data.get("golden", data.get("requests", []))
+    return [entry for entry in data if isinstance(entry, dict)]
+
+
+def _emit(step: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(step) + "\n")
+    sys.stdout.flush()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m serving.check", description=__doc__)
+    parser.add_argument("--model-dir", type=Path, required=True)
+    parser.add_argument("--version-dir", type=Path, required=True)
+    parser.add_argument("--config", type=Path, help="config.pbtxt to use instead of the folder's")
+    parser.add_argument("--golden", type=Path, help="JSON list of golden requests")
+    parser.add_argument("--report", type=Path, required=True)
+    args = parser.parse_args(argv)
+    config_file = args.config or args.model_dir / "config.pbtxt"
+    config_text = config_file.read_text(encoding="utf-8") if config_file.is_file() else None
+    check = Check(
+        model_dir=args.model_dir.resolve(),
+        version_dir=args.version_dir.resolve(),
+        config_text=config_text,
+        golden=_read_golden(args.golden),
+        emit=_emit,
+    )
+    report = check.run()
+    args.report.write_text(json.dumps(report, indent=1), encoding="utf-8")
+    return 0 if report["ok"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
