@@ -28,6 +28,8 @@ from repository.services import (
     model_version_revalidate,
 )
 
+UPLOAD_KINDS = ("archive", "file", "files")
+
 AcceptedSerializer = inline_serializer(
     name="VersionAccepted",
     fields={
@@ -67,14 +69,30 @@ class ModelVersionListApi(RoleApi):
             required=False, help_text="A .zip or .tar.gz of a Triton model folder."
         )
         file = serializers.FileField(required=False, help_text="One model file, its name kept.")
+        files = serializers.ListField(
+            child=serializers.FileField(),
+            required=False,
+            allow_empty=False,
+            help_text="Separate files of a Triton model folder (repeat the field).",
+        )
+        paths = serializers.ListField(
+            child=serializers.CharField(max_length=512),
+            required=False,
+            help_text="The relative path of each of 'files', in order (default: its file name).",
+        )
         config = ConfigTextField(help_text="config.pbtxt text (optional).")
         description = serializers.CharField(required=False, allow_blank=True, max_length=4000)
 
         def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-            given = [key for key in ("archive", "file") if attrs.get(key) is not None]
+            given = [key for key in UPLOAD_KINDS if attrs.get(key)]
             if len(given) != 1:
                 raise serializers.ValidationError(
-                    {"archive": ["send exactly one of 'archive' or 'file'."]}
+                    {"archive": ["send exactly one of 'archive', 'file' or 'files'."]}
+                )
+            paths = attrs.get("paths")
+            if paths is not None and len(paths) != len(attrs.get("files") or []):
+                raise serializers.ValidationError(
+                    {"paths": ["give one path for each of 'files', in the same order."]}
                 )
             return attrs
 
@@ -100,10 +118,18 @@ class ModelVersionListApi(RoleApi):
             archive_name=archive.name if archive is not None else "",
             file=file,
             file_name=file.name if file is not None else "",
+            files=_named_files(data.get("files"), data.get("paths")),
             config_text=data.get("config") or None,
             description=data.get("description", ""),
         )
         return accepted(request, version)
+
+
+def _named_files(files: list[Any] | None, paths: list[str] | None) -> list[tuple[str, Any]] | None:
+    # NOTE: Django keeps only the base name of an uploaded file, so folders travel in 'paths'.
+    if not files:
+        return None
+    return list(zip(paths or [f.name for f in files], files, strict=True))
 
 
 class ModelVersionDetailApi(RoleApi):
