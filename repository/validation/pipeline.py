@@ -112,7 +112,7 @@ def _begin(version_id: int) -> ModelVersion | None:
 
 def _run(version: ModelVersion, tmp: Path, recorder: StepRecorder) -> Verdict:
     try:
-        with recorder.step("config"):
+        with recorder.step("parse"):
             _check_submitted_config(version)
         with recorder.step("checksums") as out:
             model_dir, version_dir = _materialise(version, tmp / "repo")
@@ -215,7 +215,29 @@ def _report_error(report: dict[str, Any], recorder: StepRecorder) -> str:
     failed = next((s for s in steps if s.get("status") == FAILED), None) or recorder.failed_step
     if failed is None:
         return "the check failed without naming a step"
+    if failed.get("name") == "golden":
+        return _golden_error(version_goldens(report), failed)
     return f"{failed.get('name')}: {failed.get('message', '')}"
+
+
+def version_goldens(report: dict[str, Any]) -> list[dict[str, Any]]:
+    return [g for g in _golden(report) if not g.get("ok")]
+
+
+def _golden_error(failures: list[dict[str, Any]], step: dict[str, Any]) -> str:
+    """Name each failing golden request (by its name, not its id) and the outputs that differ."""
+    names = dict(
+        GoldenRequest.objects.filter(pk__in=[g.get("id") for g in failures]).values_list(
+            "pk", "name"
+        )
+    )
+    if not failures:
+        return f"golden: {step.get('message', '')}"
+    parts = [
+        f"golden request '{names.get(g.get('id'), g.get('id'))}': {g.get('message', '')}"
+        for g in failures
+    ]
+    return "golden: " + "; ".join(parts)
 
 
 def _finish(version_id: int, recorder: StepRecorder, verdict: Verdict) -> ModelVersion | None:

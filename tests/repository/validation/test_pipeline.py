@@ -45,7 +45,7 @@ def validate(version):  # type: ignore[no-untyped-def]
 def test_passing_check_makes_the_version_ready_with_the_completed_config(deployer) -> None:  # type: ignore[no-untyped-def]
     version = validate(upload(deployer))
     assert version.state == VersionState.READY
-    assert [s["name"] for s in version.validation_steps] == ["config", "checksums", "load", "io"]
+    assert [s["name"] for s in version.validation_steps] == ["parse", "checksums", "load", "io"]
     assert all(s["status"] == "passed" for s in version.validation_steps)
     assert "model.onnx" in version.validation_steps[2]["message"]  # the files were materialised
     assert version.config_text.endswith('backend: "onnxruntime"\n')
@@ -67,7 +67,7 @@ def test_validation_is_idempotent_on_a_terminal_version(deployer) -> None:  # ty
 def test_unknown_config_field_fails_the_config_step_naming_the_field(deployer) -> None:  # type: ignore[no-untyped-def]
     version = validate(upload(deployer, config=GOOD_CONFIG + "no_such_field: 3\n"))
     assert version.state == VersionState.FAILED
-    assert version.validation_steps[0]["name"] == "config"
+    assert version.validation_steps[0]["name"] == "parse"
     assert version.validation_steps[0]["status"] == "failed"
     assert "no_such_field" in version.validation_steps[0]["message"]
     assert "no_such_field" in version.validation_error
