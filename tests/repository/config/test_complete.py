@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from tritonclient.grpc import model_config_pb2 as mc
 
 from repository import demo_models as dm
 from repository.config import ConfigError, complete_config, config_to_json, scan_model_folder
@@ -74,3 +75,48 @@ def test_torchscript_config_completes(tmp_path: Path) -> None:
     )
     assert done.config.backend == "pytorch"
     assert done.config.instance_group[0].count == 1
+
+
+def test_python_autocomplete_hook_is_validated_and_normalised(tmp_path: Path) -> None:
+    model_dir = dm.write_python_model(tmp_path, "p", dm.PYTHON_IDENTITY, None)
+
+    def fills_io(cfg: mc.ModelConfig, version_dir: Path) -> mc.ModelConfig:
+        assert version_dir == model_dir / "1"
+        out = mc.ModelConfig()
+        out.CopyFrom(cfg)
+        out.max_batch_size = 8
+        out.input.add(name="INPUT0", data_type=mc.TYPE_STRING, dims=[-1])
+        out.output.add(name="OUTPUT0", data_type=mc.TYPE_STRING, dims=[-1])
+        out.dynamic_batching.SetInParent()
+        return out
+
+    done = complete_config(
+        None, model_name="p", version_dir=model_dir / "1", python_autocomplete=fills_io
+    )
+    assert done.autocompleted_fields == [
+        "name",
+        "backend",
+        "max_batch_size",
+        "input",
+        "output",
+        "dynamic_batching",
+    ]
+    assert list(done.config.dynamic_batching.preferred_batch_size) == [8]
+
+    def breaks(cfg: mc.ModelConfig, version_dir: Path) -> mc.ModelConfig:
+        out = fills_io(cfg, version_dir)
+        out.input[0].dims[:] = [0]
+        return out
+
+    with pytest.raises(ConfigError, match=r"input\[0\].dims"):
+        complete_config(
+            None, model_name="p", version_dir=model_dir / "1", python_autocomplete=breaks
+        )
+    untouched = complete_config(
+        None,
+        model_name="p",
+        version_dir=model_dir / "1",
+        python_autocomplete=breaks,
+        auto_complete=False,
+    )
+    assert len(untouched.config.input) == 0
