@@ -109,18 +109,16 @@ def _platform_for_backend(backend: str, version_dir: Path | None, filename: str)
         return "onnxruntime_onnx"
     if backend == "tensorrt":
         return "tensorrt_plan"
-    # pytorch: TorchScript unless only an AOTInductor package is there
-    only_pt2 = version_dir is not None and (version_dir / "model.pt2").exists()
-    if (
-        only_pt2
-        and not filename
-        and version_dir is not None
-        and not (version_dir / "model.pt").exists()
-    ):
-        return "torch_aoti"
-    if filename.endswith(".pt2"):
+    # pytorch: TorchScript unless the model file is an AOTInductor package
+    if filename:
+        return "torch_aoti" if filename.endswith(".pt2") else "pytorch_libtorch"
+    if version_dir is not None and _only_aoti_package(version_dir):
         return "torch_aoti"
     return "pytorch_libtorch"
+
+
+def _only_aoti_package(version_dir: Path) -> bool:
+    return (version_dir / "model.pt2").exists() and not (version_dir / "model.pt").exists()
 
 
 # --------------------------------------------------------------------------- ONNX

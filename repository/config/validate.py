@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from pathlib import PurePosixPath
 from typing import Any
@@ -27,8 +26,8 @@ def validate_config(cfg: mc.ModelConfig) -> None:
 def config_problems(cfg: mc.ModelConfig) -> list[str]:
     """Every problem with ``cfg``; empty when it is valid."""
     problems = _identity(cfg)
-    problems += _io_list("input", cfg.input, cfg)
-    problems += _io_list("output", cfg.output, cfg)
+    problems += _io_list("input", cfg.input)
+    problems += _io_list("output", cfg.output)
     problems += _version_policy(cfg) + _instance_groups(cfg) + _warmup(cfg) + _misc(cfg)
     problems += scheduling_problems(cfg)
     problems += unsupported_problems(cfg)
@@ -58,7 +57,7 @@ def _identity(cfg: mc.ModelConfig) -> list[str]:
 # --------------------------------------------------------------------------- inputs / outputs
 
 
-def _io_list(kind: str, entries: Sequence[Any], cfg: mc.ModelConfig) -> list[str]:
+def _io_list(kind: str, entries: Sequence[Any]) -> list[str]:
     problems = []
     seen: set[str] = set()
     for index, entry in enumerate(entries):
@@ -110,7 +109,7 @@ def _reshape(where: str, dims: list[int], shape: list[int]) -> list[str]:
 
 
 def _segments(shape: list[int]) -> list[int]:
-    """Element counts of the fixed parts between variable-size (-1) dimensions, ones dropped."""
+    """Element counts of the fixed parts before, between and after variable-size (-1) dims."""
     counts, current = [], 1
     for dim in shape:
         if dim == -1:
@@ -119,7 +118,7 @@ def _segments(shape: list[int]) -> list[int]:
         else:
             current *= dim
     counts.append(current)
-    return counts if any(c != 1 for c in counts) else [math.prod(counts)]
+    return counts
 
 
 def _format(where: str, entry: Any) -> list[str]:
