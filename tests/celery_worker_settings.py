@@ -18,3 +18,5 @@ CELERY_BROKER_TRANSPORT_OPTIONS = _shared["broker_options"]
 CELERY_TASK_DEFAULT_QUEUE = _shared["queue"]
 PORTICO_VALIDATION_TIME_LIMIT_S = _shared["time_limit_s"]
 PORTICO_VALIDATION_STALE_GRACE_S = _shared["stale_grace_s"]
+if _shared.get("check_module"):
+    PORTICO_VALIDATION_CHECK_MODULE = _shared["check_module"]

@@ -81,7 +81,12 @@ class LiveWorker:
 
 
 def start_live_worker(
-    tmp_path: Path, *, queue: str, time_limit_s: float = 120, stale_grace_s: float = 60
+    tmp_path: Path,
+    *,
+    queue: str,
+    time_limit_s: float = 120,
+    stale_grace_s: float = 60,
+    check_module: str = "",
 ) -> LiveWorker:
     """Start a worker; the caller must ``stop()`` it. The test process must send to ``queue``."""
     from django.conf import settings
@@ -101,6 +106,8 @@ def start_live_worker(
         "queue": queue,
         "time_limit_s": time_limit_s,
         "stale_grace_s": stale_grace_s,
+        "check_module": check_module,
+        "check_module": check_module,
     }
     env = dict(
         os.environ,

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import ctypes.util
 import dataclasses
 import json
 import logging
@@ -105,7 +107,7 @@ def run_check(
             cwd=str(settings.BASE_DIR),
             env=_child_env(),
             start_new_session=True,
-            preexec_fn=_limit_memory(limits.memory_limit_bytes),
+            preexec_fn=_child_setup(limits.memory_limit_bytes),
         )
         try:
             timed_out = _pump(proc, limits.time_limit_s, on_step)
@@ -129,14 +131,30 @@ def _child_env() -> dict[str, str]:
     return env
 
 
-def _limit_memory(limit: int) -> Callable[[], None] | None:
-    if limit <= 0:
-        return None
+def _child_setup(limit: int) -> Callable[[], None]:
+    """Runs in the child before exec: address-space limit, and die if the worker dies."""
+    libc = _libc()
 
     def apply() -> None:
-        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+        if limit > 0:
+            resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+        if libc is not None:
+            # NOTE: a worker killed mid-validation must not leave its check running unwatched.
+            libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
     return apply
+
+
+PR_SET_PDEATHSIG = 1
+
+
+def _libc() -> Any:
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    except OSError:
+        return None
 
 
 def _pump(

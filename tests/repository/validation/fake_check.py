@@ -16,6 +16,10 @@ def main() -> int:
         parser.add_argument(flag)
     args = parser.parse_args()
     mode = os.environ.get("FAKE_CHECK", "ok")
+    if mode == "slow":
+        import time
+
+        time.sleep(float(os.environ.get("FAKE_CHECK_SLEEP_S", "30")))
     if mode == "crash":
         print("Traceback: boom", file=sys.stderr)
         return 3
