@@ -107,7 +107,6 @@ def start_live_worker(
         "time_limit_s": time_limit_s,
         "stale_grace_s": stale_grace_s,
         "check_module": check_module,
-        "check_module": check_module,
     }
     env = dict(
         os.environ,
