@@ -17,6 +17,14 @@ from rest_framework.views import exception_handler as drf_exception_handler
 from console.api.errors import domain_error_status
 
 
+class RequestTooLarge(exceptions.APIException):
+    """The request's form fields (not its files) are larger than Django accepts in memory."""
+
+    status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
+    default_detail = "The request's form fields are too large."
+    default_code = "request_too_large"
+
+
 def error_body(message: str, code: str, extra: dict[str, Any] | None = None) -> dict[str, Any]:
     """The API's error JSON."""
     return {"message": message, "code": code, "extra": extra or {}}
@@ -42,6 +50,8 @@ def _as_api_exception(exc: Exception) -> Exception:
         return exceptions.PermissionDenied()
     if isinstance(exc, django_exceptions.ValidationError):
         return exceptions.ValidationError(list(exc.messages))
+    if isinstance(exc, django_exceptions.RequestDataTooBig):
+        return RequestTooLarge(str(exc) or RequestTooLarge.default_detail)
     if isinstance(exc, django_exceptions.SuspiciousOperation | django_exceptions.BadRequest):
         return exceptions.ParseError(str(exc) or "Bad request.")
     return exc

@@ -52,3 +52,15 @@ def test_malformed_json_is_400(as_deployer) -> None:  # type: ignore[no-untyped-
         "/api/models/m/golden/", data="{not json", content_type="application/json"
     )
     assert_error(response, 400, "parse_error")
+
+
+def test_oversize_form_field_is_413_not_500(as_deployer, settings) -> None:  # type: ignore[no-untyped-def]
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 1000
+    response = as_deployer.post("/api/models/m/versions/", {"config": "x" * 5000})
+    assert_error(response, 413, "request_too_large")
+
+
+def test_too_many_form_fields_is_400_not_500(as_deployer, settings) -> None:  # type: ignore[no-untyped-def]
+    settings.DATA_UPLOAD_MAX_NUMBER_FIELDS = 3
+    data = {f"field{i}": "x" for i in range(10)}
+    assert_error(as_deployer.post("/api/models/m/versions/", data), 400)
