@@ -10,6 +10,7 @@ from typing import Any
 
 from django.core import exceptions as django_exceptions
 from django.http import Http404, HttpRequest, JsonResponse
+from django.urls import Resolver404, resolve
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
@@ -99,6 +100,18 @@ def _first_problem(fields: Any, prefix: str = "") -> str:
 
 
 def api_not_found(request: HttpRequest, *args: Any, **kwargs: Any) -> JsonResponse:
-    """JSON 404 for any path under ``/api/`` that no route matches."""
-    body = error_body(f"No API route for {request.path}.", "not_found")
-    return JsonResponse(body, status=status.HTTP_404_NOT_FOUND)
+    """JSON 404 for any path under ``/api/`` that no route matches (a missing trailing slash is
+    pointed out rather than redirected: a redirect would drop a POST's body)."""
+    extra: dict[str, Any] = {}
+    message = f"No API route for {request.path}."
+    if not request.path.endswith("/") and _is_api_route(request.path + "/"):
+        extra["did_you_mean"] = request.path + "/"
+        message += f" Did you mean {request.path}/ (with the trailing slash)?"
+    return JsonResponse(error_body(message, "not_found", extra), status=status.HTTP_404_NOT_FOUND)
+
+
+def _is_api_route(path: str) -> bool:
+    try:
+        return resolve(path).func is not api_not_found
+    except Resolver404:
+        return False

@@ -64,3 +64,14 @@ def test_too_many_form_fields_is_400_not_500(as_deployer, settings) -> None:  # 
     settings.DATA_UPLOAD_MAX_NUMBER_FIELDS = 3
     data = {f"field{i}": "x" for i in range(10)}
     assert_error(as_deployer.post("/api/models/m/versions/", data), 400)
+
+
+def test_missing_trailing_slash_is_a_404_that_names_the_right_path(as_deployer) -> None:  # type: ignore[no-untyped-def]
+    body = assert_error(as_deployer.post("/api/models/m/rollback"), 404, "not_found")
+    assert body["extra"]["did_you_mean"] == "/api/models/m/rollback/"
+
+
+@pytest.mark.parametrize("url", ["/api/models/m/versions/abc/", "/api/models/m/golden/x/"])
+def test_non_numeric_ids_are_json_404(as_viewer, url) -> None:  # type: ignore[no-untyped-def]
+    body = assert_error(as_viewer.get(url), 404, "not_found")
+    assert "did_you_mean" not in body["extra"]
