@@ -79,6 +79,9 @@ class ModelStatistics:
         self.batch_release_reasons: Counter[str] = Counter()
         self.histograms = {phase: LatencyHistogram() for phase in PHASES}
         self.load_duration_s = 0.0
+        # Requests accepted by the scheduler and not yet handed to an instance; the scheduler keeps
+        # it current (Triton's nv_inference_pending_request_count).
+        self.pending_request_count = 0
 
     def record_success(
         self,
@@ -121,11 +124,16 @@ class ModelStatistics:
         compute_infer_ns: int,
         compute_output_ns: int,
         release_reason: str = "",
+        inference_count: int | None = None,
     ) -> None:
-        """One model execution of ``batch_size`` inferences (a dynamic batch counts once)."""
+        """One model execution of ``batch_size`` inferences (a dynamic batch counts once).
+
+        ``inference_count`` is how many of them succeeded when not all did (Triton's
+        ``inference_count`` counts successful inferences only); None means all of them.
+        """
         with self._lock:
             self.execution_count += 1
-            self.inference_count += batch_size
+            self.inference_count += batch_size if inference_count is None else inference_count
             stats = self.batch_stats.setdefault(batch_size, BatchDurations())
             stats.compute_input.add(compute_input_ns)
             stats.compute_infer.add(compute_infer_ns)

@@ -1,0 +1,55 @@
+"""The default scheduler (no batching config): FIFO per model, one request per free instance."""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Sequence
+
+from serving.backends.base import ModelInstance
+from serving.core.model_spec import ModelSpec
+from serving.core.statistics import ModelStatistics
+from serving.schedulers.pending import Pending
+from serving.schedulers.queued import QueuedScheduler
+
+
+class DefaultScheduler(QueuedScheduler):
+    """Every instance takes the oldest queued request when it frees up (PROTOCOL.md §5.5).
+
+    ``priority`` and ``timeout`` have no effect here, as in Triton.
+    """
+
+    def __init__(
+        self,
+        *,
+        spec: ModelSpec,
+        instances: Sequence[ModelInstance],
+        statistics: ModelStatistics,
+    ) -> None:
+        super().__init__(spec=spec, instances=instances, statistics=statistics)
+        self._queue: deque[Pending] = deque()
+
+    @property
+    def queue_depth(self) -> int:
+        return len(self._queue)
+
+    def _enqueue(self, pending: Pending) -> None:
+        self._queue.append(pending)
+
+    def _remove(self, pending: Pending) -> bool:
+        try:
+            self._queue.remove(pending)
+        except ValueError:
+            return False
+        return True
+
+    def _drain_queue(self) -> list[Pending]:
+        drained = list(self._queue)
+        self._queue.clear()
+        return drained
+
+    async def _next_batch(self) -> tuple[list[Pending], str]:
+        assert self._wakeup is not None
+        while not self._queue:
+            self._wakeup.clear()
+            await self._wakeup.wait()
+        return [self._queue.popleft()], ""

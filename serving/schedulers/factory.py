@@ -1,0 +1,34 @@
+"""Choosing a model version's scheduler from its config's scheduling oneof."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from serving.backends.base import ModelInstance
+from serving.core.model_spec import ModelSpec
+from serving.core.statistics import ModelStatistics
+from serving.errors import UnsupportedError
+from serving.schedulers.base import Scheduler
+from serving.schedulers.default import DefaultScheduler
+
+
+def create_scheduler(
+    *,
+    spec: ModelSpec,
+    instances: Sequence[ModelInstance],
+    statistics: ModelStatistics,
+    server: Any,
+) -> Scheduler:
+    """The scheduler ``spec.config`` asks for: ensemble, sequence, dynamic batcher or default.
+
+    ``server`` is the ``InferenceServer``; only ensembles use it (each step is an ordinary
+    ``await server.infer(step_request)``).
+    """
+    config = spec.config
+    choice = config.WhichOneof("scheduling_choice")
+    if config.platform == "ensemble" or choice == "ensemble_scheduling":
+        raise UnsupportedError(f"model '{spec.name}': ensemble scheduling is not available yet")
+    # Dynamic and sequence batching land next; until then such models run unbatched.
+    del choice
+    return DefaultScheduler(spec=spec, instances=instances, statistics=statistics)

@@ -1,0 +1,33 @@
+"""One queued request as a scheduler tracks it, from admission to its answer."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+
+from serving.core.types import InferRequest, InferResponse
+
+
+@dataclasses.dataclass(eq=False, slots=True)
+class Pending:
+    """A request admitted by a scheduler: its future, when it was queued and where it waits.
+
+    ``eq=False`` keeps identity comparison, so removing one from a deque removes exactly it.
+    """
+
+    request: InferRequest
+    future: asyncio.Future[InferResponse]
+    enqueue_ns: int
+    batch_size: int = 1
+    level: int = 1
+    order: int = 0
+    deadline_ns: int = 0
+    timer: asyncio.TimerHandle | None = None
+    delayed: bool = False
+    queued: bool = True
+    outcome: InferResponse | BaseException | None = None
+
+    def cancel_timer(self) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None

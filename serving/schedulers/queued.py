@@ -1,0 +1,232 @@
+"""The shared machinery of schedulers that queue requests for a pool of instances.
+
+Subclasses decide admission (``_enqueue``) and batch formation (``_next_batch``); this class owns
+the workers (one asyncio task per instance, all pulling from the subclass's queue), the thread hop,
+delivery of results, cancellation, statistics and the drain on stop.
+"""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+import contextlib
+import time
+from collections import deque
+from collections.abc import Sequence
+
+from serving.backends.base import ExecuteResult, ModelInstance
+from serving.core.model_spec import ModelSpec
+from serving.core.statistics import ModelStatistics
+from serving.core.types import InferRequest, InferResponse
+from serving.errors import UnavailableError
+from serving.schedulers.base import Scheduler
+from serving.schedulers.execution import BatchExecutor, BatchTiming
+from serving.schedulers.pending import Pending
+
+STOPPING_MESSAGE = (
+    "Server is stopping, scheduler for model has stopped accepting new inference requests"
+)
+
+
+class QueuedScheduler(Scheduler, abc.ABC):
+    """Workers, delivery and draining for schedulers that feed instances from a queue."""
+
+    def __init__(
+        self,
+        *,
+        spec: ModelSpec,
+        instances: Sequence[ModelInstance],
+        statistics: ModelStatistics,
+        preserve_ordering: bool = False,
+    ) -> None:
+        self.spec = spec
+        self.instances = list(instances)
+        self.statistics = statistics
+        self.max_batch_size = int(spec.config.max_batch_size)
+        self._preserve_ordering = preserve_ordering
+        self._executor = BatchExecutor(
+            model_name=spec.name, instance_count=len(self.instances), statistics=statistics
+        )
+        self._workers: list[asyncio.Task[None]] = []
+        self._accepting = False
+        self._in_flight = 0
+        self._order = 0
+        self._ordered: deque[Pending] = deque()
+        self._executing: set[Pending] = set()
+        self._idle: asyncio.Event | None = None
+        self._wakeup: asyncio.Event | None = None
+
+    # -- the Scheduler contract -------------------------------------------------------------
+
+    async def start(self) -> None:
+        # NOTE: events are made here, inside the running loop that will use them.
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._wakeup = asyncio.Event()
+        self._accepting = True
+        for index, instance in enumerate(self.instances):
+            name = f"{self.spec.name}-v{self.spec.version}-worker-{index}"
+            self._workers.append(asyncio.create_task(self._worker(instance), name=name))
+
+    async def infer(self, request: InferRequest) -> InferResponse:
+        if not self._accepting:
+            raise UnavailableError(STOPPING_MESSAGE)
+        pending = self._admit(request)
+        try:
+            return await pending.future
+        except asyncio.CancelledError:
+            self._cancelled(pending)
+            raise
+
+    async def stop(self, *, drain_timeout_s: float) -> None:
+        self._accepting = False
+        if self._idle is not None and self._in_flight:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._idle.wait(), timeout=drain_timeout_s)
+        for worker in self._workers:
+            worker.cancel()
+        await asyncio.gather(*self._workers, return_exceptions=True)
+        self._workers.clear()
+        # Past the drain timeout: what is still queued or stuck executing is answered, not dropped.
+        for pending in [*self._drain_queue(), *self._executing]:
+            self._finish(pending, UnavailableError(STOPPING_MESSAGE), reason="OTHER")
+        self._executing.clear()
+        self._executor.shutdown()
+
+    @property
+    def in_flight(self) -> int:
+        return self._in_flight
+
+    # -- what subclasses provide ------------------------------------------------------------
+
+    @abc.abstractmethod
+    def _enqueue(self, pending: Pending) -> None:
+        """Put an admitted request in the queue, or raise a ServingError to refuse it."""
+
+    @abc.abstractmethod
+    def _remove(self, pending: Pending) -> bool:
+        """Take a still-queued request out of the queue; False when it is no longer queued."""
+
+    @abc.abstractmethod
+    def _drain_queue(self) -> list[Pending]:
+        """Empty the queue, returning what was in it."""
+
+    @abc.abstractmethod
+    async def _next_batch(self) -> tuple[list[Pending], str]:
+        """Wait for and return the next batch and why it was released ("" when not batching)."""
+
+    # -- admission, delivery, cancellation --------------------------------------------------
+
+    def _admit(self, request: InferRequest) -> Pending:
+        loop = asyncio.get_running_loop()
+        pending = Pending(
+            request=request,
+            future=loop.create_future(),
+            enqueue_ns=time.monotonic_ns(),
+            batch_size=request.batch_size(self.max_batch_size),
+        )
+        self._enqueue(pending)  # raises when refused: nothing to undo yet
+        self._order += 1
+        pending.order = self._order
+        self._in_flight += 1
+        if self._preserve_ordering:
+            self._ordered.append(pending)
+        assert self._idle is not None and self._wakeup is not None
+        self._idle.clear()
+        self._update_pending_count()
+        self._wakeup.set()
+        return pending
+
+    def _update_pending_count(self) -> None:
+        self.statistics.pending_request_count = self.queue_depth
+
+    def _wake(self) -> None:
+        if self._wakeup is not None:
+            self._wakeup.set()
+
+    def _cancelled(self, pending: Pending) -> None:
+        """The caller gave up. A queued request leaves the queue; an executing one runs on."""
+        if pending.queued and self._remove(pending):
+            pending.queued = False
+            pending.cancel_timer()
+            self._update_pending_count()
+            self._finish(pending, asyncio.CancelledError(), reason="CANCELED")
+            self._wake()
+
+    def _finish(
+        self, pending: Pending, outcome: InferResponse | BaseException, *, reason: str = "BACKEND"
+    ) -> None:
+        """Record one request's outcome and answer it (in arrival order with preserve_ordering)."""
+        if pending.outcome is not None:
+            return
+        pending.outcome = outcome
+        pending.queued = False
+        pending.cancel_timer()
+        total_ns = time.monotonic_ns() - pending.request.arrival_ns
+        if pending.future.cancelled() or isinstance(outcome, asyncio.CancelledError):
+            self.statistics.record_failure(reason="CANCELED", total_ns=total_ns)
+        elif isinstance(outcome, BaseException):
+            self.statistics.record_failure(reason=reason, total_ns=total_ns)
+        self._in_flight -= 1
+        if self._in_flight == 0 and self._idle is not None:
+            self._idle.set()
+        if self._preserve_ordering:
+            self._release_in_order()
+        else:
+            self._resolve(pending)
+
+    def _release_in_order(self) -> None:
+        while self._ordered and self._ordered[0].outcome is not None:
+            self._resolve(self._ordered.popleft())
+
+    @staticmethod
+    def _resolve(pending: Pending) -> None:
+        future, outcome = pending.future, pending.outcome
+        if future.done() or outcome is None or isinstance(outcome, asyncio.CancelledError):
+            return
+        if isinstance(outcome, BaseException):
+            future.set_exception(outcome)
+        else:
+            future.set_result(outcome)
+
+    # -- workers ----------------------------------------------------------------------------
+
+    async def _worker(self, instance: ModelInstance) -> None:
+        while True:
+            batch, reason = await self._next_batch()
+            if not batch:
+                continue
+            for pending in batch:
+                pending.queued = False
+                pending.cancel_timer()
+            self._update_pending_count()
+            await self._execute(instance, batch, reason)
+
+    async def _execute(self, instance: ModelInstance, batch: list[Pending], reason: str) -> None:
+        requests = [pending.request for pending in batch]
+        # NOTE: kept in ``_executing`` if this worker is cancelled mid-batch: stop() answers them.
+        self._executing.update(batch)
+        results, timing = await self._executor.run(
+            instance,
+            requests,
+            batch_size=sum(pending.batch_size for pending in batch),
+            release_reason=reason,
+        )
+        self._executing.difference_update(batch)
+        self._deliver(batch, results, timing)
+
+    def _deliver(
+        self, batch: list[Pending], results: list[ExecuteResult], timing: BatchTiming
+    ) -> None:
+        for pending, result in zip(batch, results, strict=True):
+            if isinstance(result, InferResponse) and not pending.future.cancelled():
+                if not result.id:
+                    result.id = pending.request.id
+                self.statistics.record_success(
+                    total_ns=time.monotonic_ns() - pending.request.arrival_ns,
+                    queue_ns=timing.start_ns - pending.enqueue_ns,
+                    compute_input_ns=timing.compute_input_ns,
+                    compute_infer_ns=timing.compute_infer_ns,
+                    compute_output_ns=timing.compute_output_ns,
+                )
+            self._finish(pending, result, reason="BACKEND")
