@@ -1,0 +1,90 @@
+"""Run Triton's perf_analyzer against a Portico server and read back its CSV."""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+
+class PerfAnalyzerMissing(RuntimeError):
+    pass
+
+
+@dataclasses.dataclass(frozen=True)
+class LoadResult:
+    """One perf_analyzer measurement at one concurrency."""
+
+    protocol: str
+    concurrency: int
+    throughput_per_s: float
+    p50_us: float
+    p95_us: float
+    p99_us: float
+    queue_us: float
+    compute_us: float
+
+
+def find_perf_analyzer() -> str:
+    """perf_analyzer from PERF_ANALYZER, else from PATH."""
+    explicit = os.environ.get("PERF_ANALYZER")
+    if explicit:
+        return explicit
+    found = shutil.which("perf_analyzer")
+    if found:
+        return found
+    raise PerfAnalyzerMissing(
+        "perf_analyzer not found: pip install perf-analyzer, or set PERF_ANALYZER to its path"
+    )
+
+
+def run_load(
+    *,
+    model: str,
+    protocol: str,
+    url: str,
+    concurrency: int,
+    shape: str | None = None,
+    measurement_ms: int = 3000,
+    extra_args: tuple[str, ...] = (),
+) -> LoadResult:
+    """Measure ``model`` at a fixed concurrency; latencies from the client's point of view."""
+    with tempfile.TemporaryDirectory() as folder:
+        report = Path(folder) / "report.csv"
+        command = [
+            find_perf_analyzer(),
+            "-m", model,
+            "-i", protocol,
+            "-u", url,
+            "--concurrency-range", f"{concurrency}:{concurrency}",
+            "--measurement-interval", str(measurement_ms),
+            "--stability-percentage", "30",
+            "--max-trials", "10",
+            "--percentile", "99",
+            "-f", str(report),
+            *extra_args,
+        ]
+        if shape:
+            command += ["--shape", shape]
+        completed = subprocess.run(command, capture_output=True, text=True, timeout=600)
+        if completed.returncode != 0:
+            raise RuntimeError(f"perf_analyzer failed:\n{completed.stdout}\n{completed.stderr}")
+        with report.open() as handle:
+            row = next(csv.DictReader(handle))
+    return LoadResult(
+        protocol=protocol,
+        concurrency=concurrency,
+        throughput_per_s=float(row["Inferences/Second"]),
+        p50_us=float(row["p50 latency"]),
+        p95_us=float(row["p95 latency"]),
+        p99_us=float(row["p99 latency"]),
+        queue_us=float(row.get("Server Queue") or 0),
+        compute_us=sum(
+            float(row.get(column) or 0)
+            for column in ("Server Compute Input", "Server Compute Infer", "Server Compute Output")
+        ),
+    )

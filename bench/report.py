@@ -1,0 +1,36 @@
+"""Write benchmark tables into docs/benchmarks.md, each between its own markers, so that one suite's
+run replaces only its own section and leaves the others (and the prose around them) alone."""
+
+from __future__ import annotations
+
+import platform
+import re
+import time
+from pathlib import Path
+
+BENCHMARKS_MD = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
+
+
+def machine_line() -> str:
+    import os
+
+    return (
+        f"Measured {time.strftime('%Y-%m-%d')} on {os.cpu_count()} cores "
+        f"({platform.machine()}, Python {platform.python_version()}), load generator on the same machine."
+    )
+
+
+def table(headers: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def write_section(name: str, body: str) -> None:
+    start, end = f"<!-- bench:{name}:start -->", f"<!-- bench:{name}:end -->"
+    text = BENCHMARKS_MD.read_text() if BENCHMARKS_MD.exists() else "# Benchmarks\n"
+    block = f"{start}\n{body.strip()}\n{end}"
+    pattern = re.compile(re.escape(start) + ".*?" + re.escape(end), re.S)
+    text = pattern.sub(lambda _: block, text) if pattern.search(text) else text + "\n" + block + "\n"
+    BENCHMARKS_MD.parent.mkdir(parents=True, exist_ok=True)
+    BENCHMARKS_MD.write_text(text)

@@ -1,0 +1,64 @@
+"""Start a Portico serving process on a Triton folder for a benchmark, and stop it afterwards."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextlib.contextmanager
+def serving(model_repository: Path, *, startup_timeout_s: float = 120) -> Iterator[dict[str, str]]:
+    """Run `manage.py serve --model-repository` and yield its HTTP and gRPC addresses."""
+    http_port, grpc_port, metrics_port = free_port(), free_port(), free_port()
+    command = [
+        sys.executable, str(ROOT / "manage.py"), "serve",
+        "--model-repository", str(model_repository),
+        "--http-port", str(http_port),
+        "--grpc-port", str(grpc_port),
+        "--metrics-port", str(metrics_port),
+    ]
+    process = subprocess.Popen(
+        command, cwd=ROOT, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    try:
+        _wait_ready(f"http://127.0.0.1:{http_port}/v2/health/ready", process, startup_timeout_s)
+        yield {
+            "http": f"127.0.0.1:{http_port}",
+            "grpc": f"127.0.0.1:{grpc_port}",
+            "metrics": f"127.0.0.1:{metrics_port}",
+        }
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+
+
+def _wait_ready(url: str, process: subprocess.Popen[bytes], timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"serving exited with {process.returncode} before it was ready")
+        with contextlib.suppress(OSError):
+            with urllib.request.urlopen(url, timeout=1) as response:
+                if response.status == 200:
+                    return
+        time.sleep(0.2)
+    raise RuntimeError("serving was not ready in time")
