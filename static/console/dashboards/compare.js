@@ -14,8 +14,8 @@ const METRICS = [
   ["queue time p95 (ms)", (s) => ms(s.latency_us.queue.p95), "lower"],
   ["queue time mean (ms)", (s) => ms(s.latency_us.queue.mean), "lower"],
   ["compute p95 (ms)", (s) => ms(s.latency_us.compute_infer.p95), "lower"],
-  ["requests", (s) => s.requests, null],
-  ["failures", (s) => s.failures, "lower"],
+  ["requests", (s) => s.requests, null, 0],
+  ["failures", (s) => s.failures, "lower", 0],
 ];
 
 function side(prefix) {
@@ -33,7 +33,7 @@ function label(s) {
 function render(msg) {
   document.getElementById("label-a").textContent = label(msg.a);
   document.getElementById("label-b").textContent = label(msg.b);
-  document.getElementById("compare-rows").innerHTML = METRICS.map(([name, get, better]) => {
+  document.getElementById("compare-rows").innerHTML = METRICS.map(([name, get, better, digits = 2]) => {
     const a = get(msg.a); const b = get(msg.b);
     let change = "–"; let cls = "";
     if (a != null && b != null && a !== 0) {
@@ -41,7 +41,7 @@ function render(msg) {
       change = `${delta > 0 ? "+" : ""}${delta.toFixed(1)} %`;
       if (better && Math.abs(delta) >= 5) cls = (better === "lower") === (delta < 0) ? "better" : "worse";
     }
-    return `<tr><td>${escapeHtml(name)}</td><td class="num" data-side="a">${fmt(a, 2)}</td><td class="num" data-side="b">${fmt(b, 2)}</td><td class="num ${cls}">${change}</td></tr>`;
+    return `<tr><td>${escapeHtml(name)}</td><td class="num" data-side="a">${fmt(a, digits)}</td><td class="num" data-side="b">${fmt(b, digits)}</td><td class="num ${cls}">${change}</td></tr>`;
   }).join("");
   const versions = new Set([...msg.versions.map(String), ...[...form.elements.a_version.options].map((o) => o.value)]);
   for (const prefix of ["a", "b"]) {
