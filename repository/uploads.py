@@ -24,7 +24,7 @@ import tempfile
 import zipfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path, PurePosixPath
-from typing import BinaryIO
+from typing import IO, BinaryIO
 
 from django.conf import settings
 
@@ -93,7 +93,7 @@ class _Budget:
             )
 
 
-def _copy(src: BinaryIO, target: Path, budget: _Budget) -> None:
+def _copy(src: IO[bytes], target: Path, budget: _Budget) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
     with target.open("wb") as dst:
         while chunk := src.read(CHUNK_BYTES):
