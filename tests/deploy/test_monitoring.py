@@ -1,0 +1,65 @@
+"""The shipped Prometheus and Grafana files parse and point at metrics serving really exposes."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+from prometheus_client import CollectorRegistry, generate_latest
+
+from serving.observability import system_metrics
+
+pytestmark = pytest.mark.embedded
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _dashboard() -> dict:
+    return json.loads((ROOT / "deploy" / "grafana-dashboard.json").read_text())
+
+
+def _exprs() -> list[str]:
+    return [t["expr"] for p in _dashboard()["panels"] for t in p.get("targets", [])]
+
+
+def test_grafana_dashboard_panels_are_unique_and_query_prometheus() -> None:
+    panels = _dashboard()["panels"]
+    ids = [p["id"] for p in panels]
+    assert len(ids) == len(set(ids))
+    assert all(
+        t["datasource"]["type"] == "prometheus" for p in panels for t in p.get("targets", [])
+    )
+
+
+def test_dashboard_uses_triton_names_and_the_system_gauges_serving_emits() -> None:
+    names = {n for expr in _exprs() for n in re.findall(r"\b((?:nv|portico)_[a-z_]+)", expr)}
+    triton = {"nv_inference_request_success", "nv_inference_request_failure",
+              "nv_inference_queue_duration_us", "nv_inference_pending_request_count"}  # fmt: skip
+    assert triton <= names
+    registry = CollectorRegistry()
+    system_metrics.register(registry)
+    exposed = generate_latest(registry).decode()
+    for name in names & {
+        "nv_cpu_utilization",
+        "nv_cpu_memory_used_bytes",
+        "nv_cpu_memory_total_bytes",
+    }:
+        assert (
+            f"\n{name} " in exposed
+            or exposed.startswith(f"{name} ")
+            or f"# TYPE {name} " in exposed
+        )
+
+
+def test_prometheus_scrapes_every_serving_replica_of_the_compose_stack() -> None:
+    config = yaml.safe_load((ROOT / "deploy" / "prometheus.yml").read_text())
+    targets = config["scrape_configs"][0]["static_configs"][0]["targets"]
+    compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    replicas = {name for name in compose["services"] if name.startswith("serving")}
+    assert {t.split(":")[0] for t in targets} == replicas
+    assert all(t.endswith(":8002") for t in targets)
+    for service in ("prometheus", "grafana"):
+        assert compose["services"][service]["profiles"] == ["monitoring"]
