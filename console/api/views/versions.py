@@ -18,7 +18,12 @@ from console.api.serializers import VersionDetailSerializer, VersionSerializer
 from console.permissions import ROLE_ADMIN, ROLE_DEPLOYER
 from repository.errors import InvalidStateError
 from repository.models import ModelVersion, VersionState
-from repository.selectors import model_get, model_version_get, model_version_list
+from repository.selectors import (
+    model_get,
+    model_version_get,
+    model_version_list,
+    model_version_promoted,
+)
 from repository.services import (
     model_rollback,
     model_version_approve,
@@ -211,11 +216,27 @@ class ModelVersionConfigApi(RoleApi):
 
 class ModelRollbackApi(RoleApi):
     """Re-promote the version promoted before the current one (deployer); answers with the
-    version now promoted."""
+    version now promoted. With ``from_version``, a repeat is harmless: once that version is no
+    longer the promoted one, the answer is the version promoted now and nothing moves."""
 
+    parser_classes = (JSONParser, MultiPartParser, FormParser)
     required_roles = {"POST": ROLE_DEPLOYER}
 
-    @extend_schema(request=None, responses=VersionSerializer, operation_id="models_rollback")
+    class RollbackInputSerializer(serializers.Serializer[dict[str, Any]]):
+        from_version = serializers.IntegerField(
+            required=False, min_value=1, help_text="Roll back only from this promoted version."
+        )
+
+    @extend_schema(
+        request=RollbackInputSerializer, responses=VersionSerializer, operation_id="models_rollback"
+    )
     def post(self, request: Request, name: str) -> Response:
-        promoted = model_rollback(model=model_get(name=name), actor=request.user)
+        given = self.RollbackInputSerializer(data=request.data)
+        given.is_valid(raise_exception=True)
+        model = model_get(name=name)
+        from_version = given.validated_data.get("from_version")
+        current = model_version_promoted(model=model)
+        if from_version is not None and current is not None and current.number != from_version:
+            return Response(version_json(name=name, number=current.number))
+        promoted = model_rollback(model=model, actor=request.user)
         return Response(version_json(name=name, number=promoted.number))

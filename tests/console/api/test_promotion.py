@@ -133,3 +133,23 @@ def test_approve_of_a_version_without_code_is_409(as_admin) -> None:  # type: ig
     version = ModelVersionFactory()
     url = f"/api/models/{version.model.name}/versions/{version.number}/approve/"
     assert_error(as_admin.post(url), 409, "approval_not_needed")
+
+
+def test_rollback_from_a_version_twice_rolls_back_once(ready_version, as_deployer) -> None:  # type: ignore[no-untyped-def]
+    for _ in range(3):
+        ready_version("m")
+    for number in (1, 2, 3):
+        as_deployer.post(f"/api/models/m/versions/{number}/promote/")
+    first = as_deployer.post("/api/models/m/rollback/", {"from_version": 3}, format="json")
+    second = as_deployer.post("/api/models/m/rollback/", {"from_version": 3}, format="json")
+    assert first.status_code == second.status_code == 200
+    assert first.json() == second.json()
+    assert first.json()["version"] == 2
+    assert states("m") == {1: "retired", 2: "promoted", 3: "retired"}
+    assert Event.objects.filter(action="rollback").count() == 1
+
+
+def test_rollback_with_a_bad_from_version_is_400(as_deployer) -> None:  # type: ignore[no-untyped-def]
+    ModelFactory(name="m")
+    response = as_deployer.post("/api/models/m/rollback/", {"from_version": "x"}, format="json")
+    assert_error(response, 400, "invalid")
