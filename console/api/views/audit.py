@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib.auth import get_user_model
+from django.urls import reverse
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.request import Request
@@ -35,6 +36,18 @@ class EventListApi(RoleApi):
         from_version = serializers.IntegerField(allow_null=True)
         to_version = serializers.IntegerField(allow_null=True)
         detail = serializers.JSONField()
+        links = serializers.SerializerMethodField(
+            help_text="API paths of what the event concerns: 'model' and 'version' when known."
+        )
+
+        def get_links(self, event: Event) -> dict[str, str]:
+            links: dict[str, str] = {}
+            if event.model_name and event.model_id is not None:
+                links["model"] = reverse("api:model-detail", args=[event.model_name])
+                if event.to_version is not None:
+                    args = [event.model_name, event.to_version]
+                    links["version"] = reverse("api:version-detail", args=args)
+            return links
 
     @extend_schema(
         parameters=[EventFilterSerializer],

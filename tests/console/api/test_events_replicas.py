@@ -45,6 +45,17 @@ def test_events_are_newest_first_and_paginated(as_viewer) -> None:  # type: igno
     assert [e["to_version"] for e in second["results"]] == [2, 1]
 
 
+def test_events_link_to_the_model_and_version_they_concern(as_viewer) -> None:  # type: ignore[no-untyped-def]
+    EventFactory(model=ModelFactory(name="m"), to_version=2)
+    EventFactory(model=None, model_name="", action="token_create")
+    token_event, version_event = as_viewer.get("/api/events/").json()["results"]
+    assert version_event["links"] == {
+        "model": "/api/models/m/",
+        "version": "/api/models/m/versions/2/",
+    }
+    assert token_event["links"] == {}
+
+
 def test_unknown_action_filter_is_400(as_viewer) -> None:  # type: ignore[no-untyped-def]
     body = assert_error(as_viewer.get("/api/events/?action=explode"), 400, "invalid")
     assert "action" in body["message"]
