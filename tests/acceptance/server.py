@@ -1,0 +1,106 @@
+"""A real ``manage.py serve`` subprocess on free ports, as a Triton user would run the server."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+STARTUP_TIMEOUT_S = 120.0
+STOP_TIMEOUT_S = 20.0
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class ServerProcess:
+    """A running server: ``http``/``grpc``/``metrics`` addresses as ``host:port``, and its log."""
+
+    def __init__(self, process: subprocess.Popen[bytes], log_path: Path, ports: dict[str, int]):
+        self.process = process
+        self.log_path = log_path
+        self.http = f"127.0.0.1:{ports['http']}"
+        self.grpc = f"127.0.0.1:{ports['grpc']}"
+        self.metrics = f"127.0.0.1:{ports['metrics']}"
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+
+@contextlib.contextmanager
+def run_server(repo: Path, *extra_args: str) -> Iterator[ServerProcess]:
+    """Start ``manage.py serve --model-repository repo``; yield once its HTTP port answers.
+
+    ``--exit-on-error=false`` so one broken model fails only its own tests; the port opens after
+    the start-up loads are done (Triton's order), so waiting for ``live`` is enough.
+    """
+    ports = {"http": free_port(), "grpc": free_port(), "metrics": free_port()}
+    command = [
+        sys.executable, str(ROOT / "manage.py"), "serve",
+        "--model-repository", str(repo),
+        "--host", "127.0.0.1",
+        "--http-port", str(ports["http"]),
+        "--grpc-port", str(ports["grpc"]),
+        "--metrics-port", str(ports["metrics"]),
+        "--exit-on-error=false",
+        "--exit-timeout-secs", "5",
+        *extra_args,
+    ]  # fmt: skip
+    log_fd, log_name = tempfile.mkstemp(prefix="acceptance-serve-", suffix=".log")
+    log_path = Path(log_name)
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    with os.fdopen(log_fd, "wb") as log_file:
+        process = subprocess.Popen(
+            command, cwd=ROOT, env=env, stdout=log_file, stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )  # fmt: skip
+    server = ServerProcess(process, log_path, ports)
+    try:
+        _wait_live(server)
+        yield server
+    finally:
+        _stop(process)
+        log_path.unlink(missing_ok=True)
+
+
+def _wait_live(server: ServerProcess) -> None:
+    deadline = time.monotonic() + STARTUP_TIMEOUT_S
+    url = f"http://{server.http}/v2/health/live"
+    while time.monotonic() < deadline:
+        if server.process.poll() is not None:
+            raise RuntimeError(
+                f"serve exited with {server.process.returncode} before it was live:\n{server.log()}"
+            )
+        with (
+            contextlib.suppress(OSError, urllib.error.URLError),
+            urllib.request.urlopen(url, timeout=1) as response,
+        ):
+            if response.status == 200:
+                return
+        time.sleep(0.2)
+    raise RuntimeError(f"serve was not live after {STARTUP_TIMEOUT_S} s:\n{server.log()}")
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            # The whole session: Python backend stubs live in the server's process group.
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=STOP_TIMEOUT_S)
