@@ -29,6 +29,9 @@ def create_scheduler(
     choice = config.WhichOneof("scheduling_choice")
     if config.platform == "ensemble" or choice == "ensemble_scheduling":
         raise UnsupportedError(f"model '{spec.name}': ensemble scheduling is not available yet")
-    # Dynamic and sequence batching land next; until then such models run unbatched.
-    del choice
+    if choice == "dynamic_batching":
+        from serving.schedulers.dynamic import DynamicBatcher
+
+        return DynamicBatcher(spec=spec, instances=instances, statistics=statistics)
+    # Sequence batching lands next; until then such models run unbatched.
     return DefaultScheduler(spec=spec, instances=instances, statistics=statistics)

@@ -18,7 +18,7 @@ from serving.backends.base import ExecuteResult, ModelInstance
 from serving.core.model_spec import ModelSpec
 from serving.core.statistics import ModelStatistics
 from serving.core.types import InferRequest, InferResponse
-from serving.errors import UnavailableError
+from serving.errors import ServingError, UnavailableError
 from serving.schedulers.base import Scheduler
 from serving.schedulers.execution import BatchExecutor, BatchTiming
 from serving.schedulers.pending import Pending
@@ -125,7 +125,14 @@ class QueuedScheduler(Scheduler, abc.ABC):
             enqueue_ns=time.monotonic_ns(),
             batch_size=request.batch_size(self.max_batch_size),
         )
-        self._enqueue(pending)  # raises when refused: nothing to undo yet
+        try:
+            self._enqueue(pending)
+        except ServingError as exc:
+            # Refused before queueing (queue full, bad sequence id): counted, nothing to undo.
+            reason = "REJECTED" if isinstance(exc, UnavailableError) else "OTHER"
+            total_ns = time.monotonic_ns() - request.arrival_ns
+            self.statistics.record_failure(reason=reason, total_ns=total_ns)
+            raise
         self._order += 1
         pending.order = self._order
         self._in_flight += 1
