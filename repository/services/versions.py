@@ -114,7 +114,7 @@ def model_version_create_from_staged(
         )
         event_record(
             actor=uploaded_by,
-            action=Event.Action.UPLOAD,
+            action=Event.Action.IMPORT if source == "import" else Event.Action.UPLOAD,
             model=model,
             to_version=version.number,
             detail={"source": source, "files": len(stored), "size": version.size},

@@ -299,23 +299,28 @@ def _apply(version: ModelVersion, recorder: StepRecorder, verdict: Verdict) -> N
     version.save(update_fields=fields)
 
 
-def _backend_of(config_text: str) -> str:
-    if not config_text:
-        return ""
+def _parsed(config_text: str) -> Any:
     from repository.config import ConfigError, parse_config_text
 
     try:
-        cfg = parse_config_text(config_text)
+        return parse_config_text(config_text) if config_text else None
     except ConfigError:
-        return ""
-    return str(cfg.backend or cfg.platform)
+        return None
+
+
+def _backend_of(config_text: str) -> str:
+    cfg = _parsed(config_text)
+    return str(cfg.backend or cfg.platform) if cfg is not None else ""
 
 
 def _model_backend_update(version: ModelVersion) -> None:
+    """The model shows the backend and platform of its latest valid version."""
     model = version.model
-    if version.backend and model.backend != version.backend:
-        model.backend = version.backend
-        model.save(update_fields=["backend"])
+    cfg = _parsed(version.config_text)
+    platform = str(cfg.platform) if cfg is not None else ""
+    if (model.backend, model.platform) != (version.backend, platform):
+        model.backend, model.platform = version.backend, platform
+        model.save(update_fields=["backend", "platform"])
 
 
 def _record_golden_results(version: ModelVersion, golden: list[dict[str, Any]]) -> None:
