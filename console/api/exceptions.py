@@ -11,6 +11,7 @@ from typing import Any
 from django.core import exceptions as django_exceptions
 from django.http import Http404, HttpRequest, JsonResponse
 from django.urls import Resolver404, resolve
+from django.views.decorators.csrf import csrf_exempt
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
@@ -99,6 +100,7 @@ def _first_problem(fields: Any, prefix: str = "") -> str:
     return f"{prefix}: {fields}" if prefix else str(fields)
 
 
+@csrf_exempt  # it changes nothing; a POST to a wrong path must get this JSON, not a CSRF page
 def api_not_found(request: HttpRequest, *args: Any, **kwargs: Any) -> JsonResponse:
     """JSON 404 for any path under ``/api/`` that no route matches (a missing trailing slash is
     pointed out rather than redirected: a redirect would drop a POST's body)."""

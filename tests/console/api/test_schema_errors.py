@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from django.core.management import call_command
+from rest_framework.test import APIClient
 
 from tests.console.api.conftest import assert_error
 
@@ -66,8 +67,10 @@ def test_too_many_form_fields_is_400_not_500(as_deployer, settings) -> None:  # 
     assert_error(as_deployer.post("/api/models/m/versions/", data), 400)
 
 
-def test_missing_trailing_slash_is_a_404_that_names_the_right_path(as_deployer) -> None:  # type: ignore[no-untyped-def]
-    body = assert_error(as_deployer.post("/api/models/m/rollback"), 404, "not_found")
+def test_missing_trailing_slash_is_a_404_that_names_the_right_path(deployer) -> None:  # type: ignore[no-untyped-def]
+    client = APIClient(enforce_csrf_checks=True)
+    client.force_login(deployer)
+    body = assert_error(client.post("/api/models/m/rollback"), 404, "not_found")
     assert body["extra"]["did_you_mean"] == "/api/models/m/rollback/"
 
 
