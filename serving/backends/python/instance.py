@@ -122,8 +122,9 @@ class PythonInstance(ModelInstance):
         self._model_file = model_file(self.spec, "model.py")
         self._execute_timeout_s = _seconds(self, "execute_timeout_s", None)
         self._init_timeout_s = _seconds(self, "initialize_timeout_s", DEFAULT_INITIALIZE_TIMEOUT_S)
+        self._child: _Child | None = None
         try:
-            self._child: _Child | None = self._start()
+            self._child = self._start()
         except BaseException:
             self._release_memory()
             raise
@@ -152,6 +153,8 @@ class PythonInstance(ModelInstance):
         return [r if r is not None else InternalError("request was not executed") for r in results]
 
     def unload(self) -> None:
+        if not hasattr(self, "_lock"):  # never loaded
+            return
         self._closing = True
         with self._lock:
             child, self._child = self._child, None

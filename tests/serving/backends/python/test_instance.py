@@ -249,3 +249,14 @@ def test_syntax_error_in_model_py_fails_the_load(tmp_path: Path) -> None:
     model_dir = demo_models.write_python_model(tmp_path, "probe", "def broken(:\n", PROBE_CONFIG)
     with pytest.raises(UnavailableError, match="SyntaxError"):
         PythonInstance(spec_for(model_dir), CPU).load()
+
+
+def test_unload_after_a_failed_load_is_harmless(tmp_path: Path) -> None:
+    model_dir = demo_models.write_python_model(
+        tmp_path, "probe", "raise SystemExit(2)\n", PROBE_CONFIG
+    )
+    instance = PythonInstance(spec_for(model_dir), CPU)
+    with pytest.raises(UnavailableError):
+        instance.load()
+    instance.unload()
+    PythonInstance(spec_for(model_dir), CPU).unload()
