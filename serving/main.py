@@ -106,11 +106,10 @@ async def run_server(
     logger.info("shutting down: draining in-flight requests (up to %ss)", settings.exit_timeout_s)
     server.shutting_down = True
     await _stop_transports(settings, http_server, http_task, grpc_server)
-    if metrics_server is not None:
-        metrics_server.should_exit = True
+    await _stop_uvicorn(metrics_server, metrics_task, timeout_s=1.0)
     await source.stop()
     await server.shutdown()
-    for task in (metrics_task, sampler):
+    for task in (sampler,):
         if task is not None:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -211,14 +210,33 @@ async def _stop_transports(
     http_task: asyncio.Task[None] | None,
     grpc_server: grpc.aio.Server | None,
 ) -> None:
-    waits = []
-    if http_server is not None and http_task is not None:
-        http_server.should_exit = True
-        waits.append(http_task)
+    waits = [asyncio.ensure_future(_stop_uvicorn(http_server, http_task,
+                                                 timeout_s=settings.exit_timeout_s))]  # fmt: skip
     if grpc_server is not None:
         waits.append(asyncio.ensure_future(grpc_server.stop(grace=settings.exit_timeout_s)))
-    if waits:
-        await asyncio.wait(waits, timeout=settings.exit_timeout_s + 1)
+    await asyncio.wait(waits)
+
+
+async def _stop_uvicorn(
+    server: uvicorn.Server | None, task: asyncio.Task[None] | None, *, timeout_s: float
+) -> None:
+    """Stop accepting, let in-flight requests finish (bounded), then close what is left."""
+    if server is None or task is None:
+        return
+    server.should_exit = True
+    done, _ = await asyncio.wait([task], timeout=timeout_s + 0.5)
+    if done:
+        return
+    server.force_exit = True
+    for connection in list(server.server_state.connections):
+        transport = getattr(connection, "transport", None)
+        if transport is not None:
+            transport.close()
+    done, _ = await asyncio.wait([task], timeout=1.0)
+    if not done:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await task
 
 
 def main(settings: ServingSettings) -> int:

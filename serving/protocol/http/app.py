@@ -72,7 +72,9 @@ class HttpApp:
         try:
             await self._route(scope, receive, send, headers)
         except HttpError as exc:
-            await _send_error(send, exc.status, exc.message)
+            # NOTE: a refused body is left unread, so the connection cannot be reused.
+            extra = [(b"connection", b"close")] if exc.status == 413 else None
+            await _send_error(send, exc.status, exc.message, extra)
         except ServingError as exc:
             extra = [(b"accept-encoding", b"gzip, deflate")] if exc.message == (
                 "Unsupported compression type") else []  # fmt: skip

@@ -1,0 +1,178 @@
+"""``inference.GRPCInferenceService`` driven by the real ``tritonclient.grpc`` client and stub."""
+
+from __future__ import annotations
+
+import queue
+from typing import Any
+
+import grpc
+import numpy as np
+import pytest
+import tritonclient.grpc as grpcclient
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from tritonclient.grpc import service_pb2, service_pb2_grpc
+from tritonclient.utils import InferenceServerException
+
+from serving.main import ServingProcess
+
+pytestmark = pytest.mark.embedded
+
+
+@pytest.fixture
+def client(server: ServingProcess) -> Any:
+    with grpcclient.InferenceServerClient(server.grpc_url) as c:
+        yield c
+
+
+@pytest.fixture
+def stub(server: ServingProcess) -> Any:
+    with grpc.insecure_channel(server.grpc_url) as channel:
+        yield service_pb2_grpc.GRPCInferenceServiceStub(channel)
+
+
+def fp32_input(x: np.ndarray) -> grpcclient.InferInput:
+    tensor = grpcclient.InferInput("INPUT0", list(x.shape), "FP32")
+    tensor.set_data_from_numpy(x)
+    return tensor
+
+
+def error_of(call: Any) -> InferenceServerException:
+    with pytest.raises(InferenceServerException) as info:
+        call()
+    return info.value
+
+
+def test_health_and_metadata(client: Any) -> None:
+    assert client.is_server_live() and client.is_server_ready()
+    meta = client.get_server_metadata()
+    assert meta.name == "triton" and "binary_tensor_data" in meta.extensions
+    assert "system_shared_memory" not in meta.extensions
+    model = client.get_model_metadata("simple")
+    assert model.platform == "onnxruntime_onnx"
+    assert [(t.name, t.datatype, list(t.shape)) for t in model.inputs][0] == (
+        "INPUT0", "INT32", [-1, 16])  # fmt: skip
+    assert list(client.get_model_metadata("versioned").versions) == ["1", "2"]
+    assert client.is_model_ready("versioned", "1")
+    assert not client.is_model_ready("versioned", "5")
+
+
+def test_model_config_is_a_real_model_config(client: Any) -> None:
+    config = client.get_model_config("simple").config
+    assert config.name == "simple" and config.max_batch_size == 8
+    assert list(config.input[0].dims) == [16]
+
+
+def test_infer_raw_in_raw_out(client: Any) -> None:
+    x = np.arange(8, dtype=np.float32).reshape(2, 4)
+    result = client.infer("identity", [fp32_input(x)], request_id="r1")
+    np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), x)
+    response = result.get_response()
+    assert response.id == "r1" and response.model_version == "1"
+    assert len(response.raw_output_contents) == 1
+
+
+def test_infer_bytes_and_requested_outputs(client: Any) -> None:
+    x = np.array([[b"a", b"bc", b""]], dtype=object)
+    tensor = grpcclient.InferInput("INPUT0", [1, 3], "BYTES")
+    tensor.set_data_from_numpy(x)
+    result = client.infer("identity_bytes", [tensor])
+    assert result.as_numpy("OUTPUT0").tolist() == x.tolist()
+    a = np.arange(16, dtype=np.int32).reshape(1, 16)
+    inputs = [grpcclient.InferInput(n, [1, 16], "INT32") for n in ("INPUT0", "INPUT1")]
+    for t in inputs:
+        t.set_data_from_numpy(a)
+    result = client.infer("simple", inputs, outputs=[grpcclient.InferRequestedOutput("OUTPUT0")])
+    np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), a * 2)
+    assert result.as_numpy("OUTPUT1") is None
+
+
+def test_typed_contents_are_accepted(stub: Any) -> None:
+    request = service_pb2.ModelInferRequest(model_name="identity_int64")
+    tensor = request.inputs.add(name="INPUT0", datatype="INT64", shape=[4])
+    tensor.contents.int64_contents.extend([1, -2, 3, 2**40])
+    response = stub.ModelInfer(request)
+    out = np.frombuffer(response.raw_output_contents[0], dtype=np.int64)
+    assert out.tolist() == [1, -2, 3, 2**40]
+    request = service_pb2.ModelInferRequest(model_name="identity_bytes")
+    tensor = request.inputs.add(name="INPUT0", datatype="BYTES", shape=[1, 2])
+    tensor.contents.bytes_contents.extend([b"x", b"yz"])
+    assert stub.ModelInfer(request).raw_output_contents[0] == b"\x01\x00\x00\x00x\x02\x00\x00\x00yz"
+
+
+def test_raw_and_typed_contents_together_are_rejected(stub: Any) -> None:
+    request = service_pb2.ModelInferRequest(model_name="identity_int64")
+    tensor = request.inputs.add(name="INPUT0", datatype="INT64", shape=[4])
+    tensor.contents.int64_contents.extend([1, 2, 3, 4])
+    request.raw_input_contents.append(np.zeros(4, np.int64).tobytes())
+    with pytest.raises(grpc.RpcError) as info:
+        stub.ModelInfer(request)
+    assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+
+@pytest.mark.parametrize(
+    ("call", "code", "text"),
+    [
+        (lambda c, x: c.infer("nope", [fp32_input(x)]), "StatusCode.INVALID_ARGUMENT",
+         "Request for unknown model: 'nope' is not found"),
+        (lambda c, x: c.infer("versioned", [fp32_input(x)], model_version="4"),
+         "StatusCode.NOT_FOUND", "'versioned' version 4 is not found"),
+        (lambda c, x: c.infer("versioned", [fp32_input(x)], model_version="v1"),
+         "StatusCode.INVALID_ARGUMENT", "failed to get model version from specified version"),
+        (lambda c, x: c.infer("identity_fp64", [fp32_input(x)]), "StatusCode.INVALID_ARGUMENT",
+         "data-type is 'FP32', but model 'identity_fp64' expects 'FP64'"),
+        (lambda c, x: c.infer("identity", [fp32_input(np.ones((9, 1), np.float32))]),
+         "StatusCode.INVALID_ARGUMENT", "batch-size must be <= 8"),
+        (lambda c, x: c.get_model_metadata("nope"), "StatusCode.INVALID_ARGUMENT", "'nope'"),
+        (lambda c, x: c.load_model("simple"), "StatusCode.UNAVAILABLE",
+         "explicit model load / unload is not allowed"),
+        (lambda c, x: c.get_system_shared_memory_status(), "StatusCode.UNIMPLEMENTED", ""),
+    ],
+)  # fmt: skip
+def test_errors_map_to_grpc_status(client: Any, call: Any, code: str, text: str) -> None:
+    x = np.ones((1, 2), dtype=np.float32)
+    error = error_of(lambda: call(client, x))
+    assert error.status() == code
+    assert text in error.message()
+    result = client.infer("identity", [fp32_input(x)])
+    np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), x)
+
+
+def test_stream_infer_answers_in_band_and_stays_open(client: Any) -> None:
+    results: queue.Queue[Any] = queue.Queue()
+    client.start_stream(callback=lambda result, error: results.put((result, error)))
+    try:
+        x = np.ones((1, 3), dtype=np.float32)
+        client.async_stream_infer("identity", [fp32_input(x)], request_id="1")
+        client.async_stream_infer("nope", [fp32_input(x)], request_id="2")
+        client.async_stream_infer("identity", [fp32_input(x * 2)], request_id="3")
+        answers = [results.get(timeout=10) for _ in range(3)]
+    finally:
+        client.stop_stream()
+    ok = {r.get_response().id: r.as_numpy("OUTPUT0") for r, e in answers if e is None}
+    errors = [e for _, e in answers if e is not None]
+    assert set(ok) == {"1", "3"}
+    np.testing.assert_array_equal(ok["3"], x * 2)
+    assert len(errors) == 1 and "unknown model: 'nope'" in errors[0].message()
+
+
+def test_statistics_and_index(client: Any) -> None:
+    x = np.ones((1, 2), dtype=np.float32)
+    client.infer("identity", [fp32_input(x)])
+    stats = client.get_inference_statistics("identity").model_stats
+    assert stats[0].name == "identity" and stats[0].inference_stats.success.count >= 1
+    assert len(client.get_inference_statistics().model_stats) >= 10
+    index = {(m.name, m.version): m.state for m in client.get_model_repository_index().models}
+    assert index[("versioned", "2")] == "READY"
+
+
+def test_health_service_check(server: ServingProcess) -> None:
+    with grpc.insecure_channel(server.grpc_url) as channel:
+        health = health_pb2_grpc.HealthStub(channel)
+        answer = health.Check(health_pb2.HealthCheckRequest())
+    assert answer.status == health_pb2.HealthCheckResponse.SERVING
+
+
+def test_large_messages_are_accepted(client: Any) -> None:
+    x = np.ones((1, 2_000_000), dtype=np.float32)  # 8 MB, over gRPC's 4 MiB default
+    result = client.infer("identity", [fp32_input(x)])
+    assert result.as_numpy("OUTPUT0").shape == (1, 2_000_000)
