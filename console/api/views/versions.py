@@ -51,8 +51,12 @@ def accepted(request: Request, version: ModelVersion) -> Response:
     url = request.build_absolute_uri(
         reverse("api:version-detail", args=[version.model.name, version.number])
     )
-    body = {"model": version.model.name, "version": version.number, "state": version.state}
-    body["url"] = url
+    body = {
+        "model": version.model.name,
+        "version": version.number,
+        "state": version.state,
+        "url": url,
+    }
     return Response(body, status=status.HTTP_202_ACCEPTED, headers={"Location": url})
 
 
