@@ -19,7 +19,7 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
-from console.platform_setup import ensure_admin_account, ensure_broker_folders, ensure_demo_models
+from console.platform_setup import ensure_admin_account, ensure_demo_models
 
 PROCESS_COLOURS = {"console": "36", "worker": "35", "serving": "32"}
 
@@ -36,7 +36,6 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         call_command("migrate", interactive=False, verbosity=0)
-        ensure_broker_folders()
         ensure_admin_account(stdout=self.stdout)
         if not options["no_demo"]:
             ensure_demo_models(stdout=self.stdout)
@@ -56,6 +55,9 @@ class Command(BaseCommand):
                 "--http-port", str(options["http_port"]),
                 "--grpc-port", str(options["grpc_port"]),
                 "--metrics-port", str(options["metrics_port"]),
+                # One version that fails to load must not take the whole platform down; it is
+                # reported on the console's replicas page instead.
+                "--exit-on-error", "false",
             ],
         }
 
