@@ -159,4 +159,7 @@ def _check_request(*, name: str, inputs: list[dict[str, Any]], rtol: float, atol
 def _delay(golden_id: int) -> None:
     from repository.tasks import record_golden_request
 
-    record_golden_request.delay(golden_id)
+    try:
+        record_golden_request.delay(golden_id)
+    except Exception:  # noqa: BLE001 - a broker failure leaves the request recording, logged
+        logger.exception("could not enqueue recording of golden request %s", golden_id)

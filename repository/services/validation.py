@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+import logging
+from datetime import timedelta
 from typing import Any
 
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from repository.errors import InvalidStateError
 from repository.models import Event, ModelVersion, VersionState
 from repository.services.events import event_record
+
+logger = logging.getLogger(__name__)
+
+# An upload whose validation has not started after this long lost its task.
+UPLOADED_GRACE = timedelta(minutes=10)
 
 
 def model_version_validate(*, version_id: int) -> ModelVersion | None:
@@ -56,26 +64,30 @@ def model_version_revalidate(*, version: ModelVersion, actor: Any) -> ModelVersi
 
 
 def model_versions_requeue_stale() -> list[int]:
-    """Re-queue every version left in ``uploaded`` or abandoned in ``validating`` (a worker that
-    died mid-run); returns their ids. Run when a worker starts."""
+    """Re-queue versions abandoned in ``validating`` (a worker died mid-run) and versions still
+    ``uploaded`` long after their upload (their task was lost, e.g. the broker was down); returns
+    their ids. Run when a worker starts; a duplicate task is a no-op."""
     from repository.validation.pipeline import validation_stale_after
 
     cutoff = timezone.now() - validation_stale_after()
-    ids = list(
-        ModelVersion.objects.filter(
-            state=VersionState.VALIDATING, validation_started_at__lte=cutoff
-        ).values_list("pk", flat=True)
-    )
+    abandoned = Q(state=VersionState.VALIDATING, validation_started_at__lte=cutoff)
+    lost = Q(state=VersionState.UPLOADED, created_at__lte=timezone.now() - UPLOADED_GRACE)
+    ids = list(ModelVersion.objects.filter(abandoned | lost).values_list("pk", flat=True))
     for version_id in ids:
-        transaction.on_commit(lambda v=version_id: _delay(v))
+        transaction.on_commit(lambda v=version_id: enqueue_validation(v))
     return ids
 
 
 def _enqueue(version_id: int) -> None:
-    transaction.on_commit(lambda: _delay(version_id))
+    transaction.on_commit(lambda: enqueue_validation(version_id))
 
 
-def _delay(version_id: int) -> None:
+def enqueue_validation(version_id: int) -> None:
+    """Send the task; a broker failure is logged, not raised: the version is safely stored and
+    the next worker start re-queues it."""
     from repository.tasks import validate_version
 
-    validate_version.delay(version_id)
+    try:
+        validate_version.delay(version_id)
+    except Exception:  # noqa: BLE001 - kombu raises many kinds of connection errors
+        logger.exception("could not enqueue validation of version %s", version_id)

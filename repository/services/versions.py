@@ -179,6 +179,6 @@ def _free_number(model: Model, wanted: int | None) -> int:
 
 
 def _enqueue_validation_on_commit(version_id: int) -> None:
-    from repository.tasks import validate_version
+    from repository.services.validation import enqueue_validation
 
-    transaction.on_commit(lambda: validate_version.delay(version_id))
+    transaction.on_commit(lambda: enqueue_validation(version_id))

@@ -8,7 +8,7 @@ import pytest
 from django.utils import timezone
 
 from repository.errors import InvalidStateError
-from repository.models import VersionState
+from repository.models import ModelVersion, VersionState
 from repository.services import model_version_revalidate, model_versions_requeue_stale
 from repository.validation.pipeline import ValidationBusyError, version_validate_run
 from tests.factories import ModelVersionFactory
@@ -51,6 +51,9 @@ def test_sweep_requeues_only_abandoned_validations(django_capture_on_commit_call
     )
     ModelVersionFactory(state=VersionState.VALIDATING, validation_started_at=timezone.now())
     ModelVersionFactory(state=VersionState.READY)
+    ModelVersionFactory(state=VersionState.UPLOADED)  # its task is surely still queued
+    lost = ModelVersionFactory(state=VersionState.UPLOADED)
+    ModelVersion.objects.filter(pk=lost.pk).update(created_at=timezone.now() - timedelta(hours=1))
     with django_capture_on_commit_callbacks() as callbacks:
-        assert model_versions_requeue_stale() == [stale.pk]
-    assert len(callbacks) == 1
+        assert sorted(model_versions_requeue_stale()) == sorted([stale.pk, lost.pk])
+    assert len(callbacks) == 2
