@@ -23,7 +23,12 @@ from serving.core.model_table import READY
 from serving.core.server import InferenceServer
 from serving.errors import InternalError, InvalidArgumentError, ServingError
 from serving.settings import ServingSettings
-from serving.sources.folder_models import FolderModel, model_names, plan_model
+from serving.sources.folder_models import (
+    FolderModel,
+    model_names,
+    plan_model,
+    quick_fingerprint,
+)
 
 logger = logging.getLogger("serving.sources.directory")
 
@@ -38,6 +43,7 @@ class DirectorySource:
         self.mode = settings.model_control_mode
         self.server: InferenceServer | None = None
         self._attempted: dict[str, tuple[str, ...]] = {}
+        self._scanned: dict[str, str] = {}  # poll mode: quick fingerprint of each model folder
         self._overrides: dict[str, Path] = {}
         self._poller: asyncio.Task[None] | None = None
 
@@ -50,6 +56,10 @@ class DirectorySource:
             names = self.model_names() if wanted == ["*"] else wanted
         else:
             names = self.model_names()
+        if self.mode == "poll":
+            self._scanned = await run_blocking(
+                lambda: {n: quick_fingerprint(self.repository / n) for n in names}
+            )
         errors = await self._load_many(names)
         if self.mode == "poll":
             self._poller = asyncio.create_task(self._poll_forever())
@@ -171,14 +181,21 @@ class DirectorySource:
             if any(lv.state == READY for lv in server.models[gone].versions.values()):
                 logger.info("model folder '%s' removed; unloading", gone)
             self._attempted.pop(gone, None)
+            self._scanned.pop(gone, None)
             await server.unload_model(gone)
-        models = await asyncio.gather(*(self._plan(self.repository / n) for n in sorted(names)))
+        quick = await run_blocking(
+            lambda: {n: quick_fingerprint(self.repository / n) for n in sorted(names)}
+        )
+        touched = [n for n in sorted(names) if self._scanned.get(n) != quick[n]]
+        models = await asyncio.gather(*(self._plan(self.repository / n) for n in touched))
         changed = [m for m in models if self._changed(m)]
         for batch in ([m for m in changed if not m.composing], [m for m in changed if m.composing]):
             errors = await asyncio.gather(*(self._apply(m) for m in batch))
             for error in errors:
                 if error:
                     logger.warning("%s", error)
+        # NOTE: recorded after applying, so a folder changing mid-load is looked at again.
+        self._scanned.update({n: quick[n] for n in touched})
 
     def _changed(self, model: FolderModel) -> bool:
         if self._attempted.get(model.name) == model.fingerprint:

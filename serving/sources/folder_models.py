@@ -103,6 +103,14 @@ def _python_autocomplete(
     return completed
 
 
+def quick_fingerprint(model_dir: Path) -> str:
+    """Sizes and mtimes of everything in a model folder: cheap enough to compute every poll."""
+    try:
+        return _tree_fingerprint(model_dir)
+    except OSError:
+        return ""
+
+
 def _tree_fingerprint(root: Path) -> str:
     entries = []
     for path in sorted(root.rglob("*")):
