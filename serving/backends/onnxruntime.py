@@ -18,7 +18,7 @@ import onnxruntime as ort
 
 from serving.backends.artifacts import model_file
 from serving.backends.base import ExecuteResult, ModelInstance, TensorInfo
-from serving.backends.batching import execute_requests
+from serving.backends.batching import BatchExecutor
 from serving.backends.registry import int_parameter, parameter
 from serving.core.types import InferRequest
 from serving.errors import InvalidArgumentError, UnavailableError
@@ -67,11 +67,12 @@ class OnnxRuntimeInstance(ModelInstance):
         self._string_outputs = frozenset(
             o.name for o in self._session.get_outputs() if o.type == "tensor(string)"
         )
+        self._executor = BatchExecutor(
+            self.spec.config, model_version=self.spec.version, run=self._run
+        )
 
     def execute(self, requests: Sequence[InferRequest]) -> list[ExecuteResult]:
-        return execute_requests(
-            requests, config=self.spec.config, model_version=self.spec.version, run=self._run
-        )
+        return self._executor(requests)
 
     def unload(self) -> None:
         self._session = None

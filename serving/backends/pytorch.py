@@ -20,7 +20,7 @@ import numpy as np
 
 from serving.backends.artifacts import model_file
 from serving.backends.base import ExecuteResult, ModelInstance
-from serving.backends.batching import execute_requests
+from serving.backends.batching import BatchExecutor
 from serving.core.types import InferRequest
 from serving.errors import InternalError, UnavailableError, UnsupportedError
 
@@ -68,12 +68,13 @@ class TorchScriptInstance(ModelInstance):
         self._output_order = _order([o.name for o in config.output])
         self._threads = self.placement.intra_op_threads
         self._lock = threading.Lock()
+        self._executor = BatchExecutor(
+            self.spec.config, model_version=self.spec.version, run=self._run
+        )
 
     def execute(self, requests: Sequence[InferRequest]) -> list[ExecuteResult]:
         with self._lock:
-            return execute_requests(
-                requests, config=self.spec.config, model_version=self.spec.version, run=self._run
-            )
+            return self._executor(requests)
 
     def unload(self) -> None:
         self._module = None

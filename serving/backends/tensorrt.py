@@ -16,7 +16,7 @@ import numpy as np
 
 from serving.backends.artifacts import model_file
 from serving.backends.base import ExecuteResult, ModelInstance, TensorInfo
-from serving.backends.batching import execute_requests
+from serving.backends.batching import BatchExecutor
 from serving.core.types import InferRequest
 from serving.errors import InternalError, UnavailableError
 
@@ -70,12 +70,13 @@ class TensorRTInstance(ModelInstance):
         self._inputs = [n for n in names if self._engine.get_tensor_mode(n) == mode]
         self._outputs = [n for n in names if self._engine.get_tensor_mode(n) != mode]
         self._lock = threading.Lock()
+        self._executor = BatchExecutor(
+            self.spec.config, model_version=self.spec.version, run=self._run
+        )
 
     def execute(self, requests: Sequence[InferRequest]) -> list[ExecuteResult]:
         with self._lock:
-            return execute_requests(
-                requests, config=self.spec.config, model_version=self.spec.version, run=self._run
-            )
+            return self._executor(requests)
 
     def unload(self) -> None:
         self._context = None

@@ -80,39 +80,58 @@ def full_shape(dims: Sequence[int], max_batch_size: int) -> list[int]:
 
 
 def shape_matches(shape: Sequence[int], expected: Sequence[int]) -> bool:
-    return len(shape) == len(expected) and all(
-        e == -1 or s == e for s, e in zip(shape, expected, strict=True)
-    )
+    if len(shape) != len(expected):
+        return False
+    for size, want in zip(shape, expected, strict=True):
+        if want != -1 and size != want:
+            return False
+    return True
+
+
+class RequestChecker:
+    """Checks requests against a config's inputs; built once per loaded version (hot path)."""
+
+    def __init__(self, config: model_config_pb2.ModelConfig) -> None:
+        self.model = config.name
+        self.max_batch_size = config.max_batch_size
+        self.rules = {
+            i.name: (numpy_dtype(i.data_type), tuple(full_shape(i.dims, config.max_batch_size)))
+            for i in config.input
+        }
+        self.wire = {i.name: wire_datatype(i.data_type) for i in config.input}
+        self.required = tuple(i.name for i in config.input if not i.optional)
+
+    def check(self, request: InferRequest) -> None:
+        """Raise InvalidArgumentError when a request cannot run (names, types, shapes)."""
+        inputs = request.inputs
+        rules = self.rules
+        for name, array in inputs.items():
+            rule = rules.get(name)
+            if rule is None:
+                raise InvalidArgumentError(
+                    f"unexpected inference input '{name}' for model '{self.model}'"
+                )
+            dtype, expected = rule
+            if array.dtype != dtype and not (dtype.kind == "O" and array.dtype.kind in "SU"):
+                raise InvalidArgumentError(
+                    f"inference input '{name}' data-type is '{wire_datatype_of(array)}', but "
+                    f"model '{self.model}' expects '{self.wire[name]}'"
+                )
+            if not shape_matches(array.shape, expected):
+                raise InvalidArgumentError(
+                    f"unexpected shape for input '{name}' for model '{self.model}'. "
+                    f"Expected {list(expected)}, got {list(array.shape)}"
+                )
+        if len(inputs) < len(rules):
+            missing = [n for n in self.required if n not in inputs]
+            if missing:
+                raise InvalidArgumentError(
+                    f"expected {len(rules)} inputs but got {len(inputs)} inputs for model "
+                    f"'{self.model}'. Got input(s) {sorted(inputs)}, but missing required "
+                    f"input(s) {missing}. Please provide all required input(s)."
+                )
 
 
 def check_request(request: InferRequest, config: model_config_pb2.ModelConfig) -> None:
     """Raise InvalidArgumentError when a request cannot run on this model (names, types, shapes)."""
-    declared = {i.name: i for i in config.input}
-    missing = [n for n, i in declared.items() if n not in request.inputs and not i.optional]
-    unknown = [n for n in request.inputs if n not in declared]
-    if unknown:
-        raise InvalidArgumentError(
-            f"unexpected inference input '{unknown[0]}' for model '{config.name}'"
-        )
-    if missing:
-        raise InvalidArgumentError(
-            f"expected {len(declared)} inputs but got {len(request.inputs)} inputs for model "
-            f"'{config.name}'. Got input(s) {sorted(request.inputs)}, but missing required "
-            f"input(s) {missing}. Please provide all required input(s)."
-        )
-    for name, array in request.inputs.items():
-        spec = declared[name]
-        expected_dtype = numpy_dtype(spec.data_type)
-        if array.dtype != expected_dtype and not (
-            expected_dtype.kind == "O" and array.dtype.kind in ("S", "U")
-        ):
-            raise InvalidArgumentError(
-                f"inference input '{name}' data-type is '{wire_datatype_of(array)}', but model "
-                f"'{config.name}' expects '{wire_datatype(spec.data_type)}'"
-            )
-        expected = full_shape(spec.dims, config.max_batch_size)
-        if not shape_matches(array.shape, expected):
-            raise InvalidArgumentError(
-                f"unexpected shape for input '{name}' for model '{config.name}'. "
-                f"Expected {expected}, got {list(array.shape)}"
-            )
+    RequestChecker(config).check(request)

@@ -34,7 +34,7 @@ from serving.backends.base import ExecuteResult, ModelInstance
 from serving.backends.python import shm
 from serving.backends.python.config_json import config_to_dict
 from serving.backends.registry import parameter
-from serving.backends.tensors import check_request
+from serving.backends.tensors import RequestChecker
 from serving.core.types import InferRequest, InferResponse
 from serving.errors import (
     ErrorCode,
@@ -119,6 +119,7 @@ class PythonInstance(ModelInstance):
         self._outputs = shm.Reader(track=False)
         self._lock = threading.Lock()
         self._closing = False
+        self._checker = RequestChecker(self.spec.config)
         self._model_file = model_file(self.spec, "model.py")
         self._execute_timeout_s = _seconds(self, "execute_timeout_s", None)
         self._init_timeout_s = _seconds(self, "initialize_timeout_s", DEFAULT_INITIALIZE_TIMEOUT_S)
@@ -142,7 +143,7 @@ class PythonInstance(ModelInstance):
         runnable: list[int] = []
         for index, request in enumerate(requests):
             try:
-                check_request(request, self.spec.config)
+                self._checker.check(request)
                 runnable.append(index)
             except ServingError as error:
                 results[index] = error
