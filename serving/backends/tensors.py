@@ -100,6 +100,11 @@ class RequestChecker:
         }
         self.wire = {i.name: wire_datatype(i.data_type) for i in config.input}
         self.required = tuple(i.name for i in config.input if not i.optional)
+        # Tensors the sequence batcher adds (control and implicit state) are not config inputs.
+        sequence = config.sequence_batching
+        self.injected = frozenset(
+            [c.name for c in sequence.control_input] + [s.input_name for s in sequence.state]
+        )
 
     def check(self, request: InferRequest) -> None:
         """Raise InvalidArgumentError when a request cannot run (names, types, shapes)."""
@@ -108,6 +113,8 @@ class RequestChecker:
         for name, array in inputs.items():
             rule = rules.get(name)
             if rule is None:
+                if name in self.injected:
+                    continue
                 raise InvalidArgumentError(
                     f"unexpected inference input '{name}' for model '{self.model}'"
                 )
@@ -122,14 +129,13 @@ class RequestChecker:
                     f"unexpected shape for input '{name}' for model '{self.model}'. "
                     f"Expected {list(expected)}, got {list(array.shape)}"
                 )
-        if len(inputs) < len(rules):
-            missing = [n for n in self.required if n not in inputs]
-            if missing:
-                raise InvalidArgumentError(
-                    f"expected {len(rules)} inputs but got {len(inputs)} inputs for model "
-                    f"'{self.model}'. Got input(s) {sorted(inputs)}, but missing required "
-                    f"input(s) {missing}. Please provide all required input(s)."
-                )
+        missing = [n for n in self.required if n not in inputs]
+        if missing:
+            raise InvalidArgumentError(
+                f"expected {len(rules)} inputs but got {len(inputs)} inputs for model "
+                f"'{self.model}'. Got input(s) {sorted(inputs)}, but missing required "
+                f"input(s) {missing}. Please provide all required input(s)."
+            )
 
 
 def check_request(request: InferRequest, config: model_config_pb2.ModelConfig) -> None:

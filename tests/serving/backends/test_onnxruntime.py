@@ -214,3 +214,23 @@ def test_gpu_placement_uses_the_cuda_provider(tmp_path: Path) -> None:
         [InferRequest(model_name="identity", inputs={"INPUT0": data})]
     )
     assert isinstance(result, InferResponse)
+
+
+def test_sequence_control_tensors_are_not_rejected_as_unknown_inputs() -> None:
+    from google.protobuf import text_format
+    from tritonclient.grpc import model_config_pb2
+
+    from serving.backends.tensors import RequestChecker
+
+    config = text_format.Parse(
+        'name: "seq" max_batch_size: 4 input { name: "X" data_type: TYPE_FP32 dims: [1] } '
+        'sequence_batching { control_input { name: "START" control { kind: CONTROL_SEQUENCE_START '
+        "int32_false_true: [0, 1] } } }",
+        model_config_pb2.ModelConfig(),
+    )
+    inputs = {"X": np.ones((1, 1), np.float32), "START": np.ones((1, 1), np.int32)}
+    RequestChecker(config).check(InferRequest(model_name="seq", inputs=inputs))
+    with pytest.raises(ServingError, match="unexpected inference input 'OTHER'"):
+        RequestChecker(config).check(
+            InferRequest(model_name="seq", inputs={**inputs, "OTHER": inputs["X"]})
+        )
