@@ -4,6 +4,7 @@
 ``input_data_file`` from the model's ``warmup/`` folder), each ``count`` times; a failure fails the
 load, as in Triton. A model without entries gets one generated request of its declared shapes
 (-1 dims as 1); by default its failure is only logged, since zeros may be meaningless to a model.
+Stateful (sequence-batching) models get no generated request.
 """
 
 from __future__ import annotations
@@ -38,6 +39,9 @@ def run_warmup(
                     _execute(instance, request, f"model warmup '{warmup.name}'", spec)
                     executed += 1
         return executed
+    if spec.config.HasField("sequence_batching"):
+        # NOTE: a stray request would start (or corrupt) sequence state; only explicit entries run.
+        return 0
     request = generated_request(spec)
     for instance in instances:
         try:

@@ -92,3 +92,8 @@ def test_model_without_entries_gets_a_generated_request(tmp_path: Path) -> None:
     request = generated_request(spec, random=True)
     assert request.inputs["INPUT0"].shape == (1, 16) and request.inputs["INPUT0"].dtype == np.int32
     assert run_warmup(spec, [_instance(spec)]) == 1
+
+
+def test_sequence_models_get_no_generated_request(tmp_path: Path) -> None:
+    spec = spec_for(demo_models.write_onnx_identity(tmp_path), edit="sequence_batching {}")
+    assert run_warmup(spec, [_instance(spec)]) == 0
