@@ -1,0 +1,176 @@
+"""``RegistrySource`` against the real registry: promoted versions served, promote and rollback
+reaching live traffic without a dropped request, verified artifacts, heartbeats."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import tritonclient.http as httpclient
+from tritonclient.utils import InferenceServerException
+
+from repository import demo_models as dm
+from serving.main import ServingProcess
+from serving.settings import ServingSettings
+from tests.serving.harness import identity_input
+
+pytestmark = [pytest.mark.embedded, pytest.mark.django_db(transaction=True)]
+
+
+def identity_onnx(tmp_path: Path) -> tuple[bytes, str]:
+    model_dir = dm.write_onnx_identity(tmp_path / "src", "identity", dims=(-1,), max_batch_size=8)
+    return (model_dir / "1" / "model.onnx").read_bytes(), (model_dir / "config.pbtxt").read_text()
+
+
+def registry_version(name: str, number: int, onnx: bytes, config_text: str) -> Any:
+    from repository.blobs import blob_store_file
+    from tests.factories import ModelFactory, ModelVersionFactory, VersionFileFactory
+
+    model = ModelFactory(name=name)
+    text = config_text.replace('name: "identity"', f'name: "{name}"')
+    version = ModelVersionFactory(model=model, number=number, config_text=text)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "model.onnx"
+        path.write_bytes(onnx)
+        blob = blob_store_file(path)
+    VersionFileFactory(version=version, path="model.onnx", blob=blob)
+    return version
+
+
+def promote(version: Any) -> None:
+    from repository.services.promotion import model_version_promote
+
+    model_version_promote(version=version, actor=version.uploaded_by)
+
+
+def registry_settings(tmp_path: Path) -> ServingSettings:
+    return ServingSettings(
+        model_repository=None, host="127.0.0.1", http_port=0, grpc_port=0, metrics_port=-1,
+        cache_dir=tmp_path / "cache", registry_poll_s=0.2, heartbeat_interval_s=0.3,
+        exit_timeout_s=5.0, cpu_count=1, replica_id="replica-test",
+        redis_url=os.environ.get("REDIS_URL", ""),
+    )  # fmt: skip
+
+
+def wait_for(predicate: Any, timeout_s: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.05)
+    raise AssertionError("condition not reached in time")
+
+
+class ClientLoop:
+    """Unversioned requests in a loop on a thread; records each answering version or failure."""
+
+    def __init__(self, url: str, model: str) -> None:
+        self.url, self.model = url, model
+        self.versions: list[str] = []
+        self.failures: list[BaseException] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run)
+
+    def __enter__(self) -> ClientLoop:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        client = httpclient.InferenceServerClient(self.url)
+        x = np.arange(4, dtype=np.float32).reshape(1, 4)
+        while not self._stop.is_set():
+            try:
+                result = client.infer(self.model, [identity_input(x)])
+                np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), x)
+                self.versions.append(result.get_response()["model_version"])
+            except BaseException as exc:  # noqa: BLE001 - asserted by the test
+                self.failures.append(exc)
+
+    def wait_for_version(self, version: str, then_at_least: int = 20) -> None:
+        wait_for(lambda: self.versions[-1:] == [version])
+        count = len(self.versions)
+        wait_for(lambda: len(self.versions) >= count + then_at_least)
+
+
+def test_promote_and_rollback_drop_no_request(tmp_path: Path) -> None:
+    from repository import facade
+    from repository.services.promotion import model_rollback
+
+    onnx, config = identity_onnx(tmp_path)
+    v1 = registry_version("ident", 1, onnx, config)
+    v2 = registry_version("ident", 2, onnx, config)
+    promote(v1)
+    with ServingProcess(registry_settings(tmp_path)) as server:
+        client = httpclient.InferenceServerClient(server.http_url)
+        assert client.get_model_metadata("ident")["versions"] == ["1"]
+        with ClientLoop(server.http_url, "ident") as loop:
+            loop.wait_for_version("1")
+            promote(v2)
+            loop.wait_for_version("2")
+            rollback_at = len(loop.versions)
+            model_rollback(model=v1.model, actor=v1.uploaded_by)
+            loop.wait_for_version("1")
+        assert loop.failures == []
+        first_v2 = loop.versions.index("2")
+        assert set(loop.versions[:first_v2]) == {"1"}
+        assert set(loop.versions[first_v2:rollback_at]) == {"2"}
+        back = loop.versions.index("1", rollback_at)
+        assert set(loop.versions[back:]) == {"1"}
+
+        serving_v1 = {"model": "ident", "version": 1, "state": "READY", "reason": ""}
+
+        def heartbeat() -> Any:
+            mine = [r for r in facade.live_replicas() if r.replica_id == "replica-test"]
+            return mine[0] if mine and serving_v1 in mine[0].versions else None
+
+        wait_for(heartbeat)
+        assert heartbeat().http_url.endswith(f":{server.ports.http}")
+
+
+def test_loadable_version_is_loaded_when_addressed(tmp_path: Path) -> None:
+    onnx, config = identity_onnx(tmp_path)
+    promote(registry_version("ident", 1, onnx, config))
+    registry_version("ident", 2, onnx, config)
+    with ServingProcess(registry_settings(tmp_path)) as server:
+        client = httpclient.InferenceServerClient(server.http_url)
+        x = np.ones((1, 2), dtype=np.float32)
+        result = client.infer("ident", [identity_input(x)], model_version="2")
+        assert result.get_response()["model_version"] == "2"
+        assert client.infer("ident", [identity_input(x)]).get_response()["model_version"] == "1"
+        with pytest.raises(InferenceServerException, match="version 3 is not found"):
+            client.infer("ident", [identity_input(x)], model_version="3")
+
+
+def test_corrupt_blob_is_refused_and_the_old_version_keeps_serving(tmp_path: Path) -> None:
+    from repository.blobs import blob_name, blob_storage
+
+    onnx, config = identity_onnx(tmp_path)
+    v1 = registry_version("ident", 1, onnx, config)
+    promote(v1)
+    with ServingProcess(registry_settings(tmp_path)) as server:
+        client = httpclient.InferenceServerClient(server.http_url)
+        bad_onnx = onnx + b"\x00"  # a different blob, then damaged in storage
+        v2 = registry_version("ident", 2, bad_onnx, config)
+        sha = v2.files.get().blob_id
+        with blob_storage().open(blob_name(sha), "wb") as damaged:
+            damaged.write(b"not what was uploaded")
+        promote(v2)
+
+        def reported() -> bool:
+            index = {(m["name"], m.get("version")): m for m in client.get_model_repository_index()}
+            return "corrupt" in index.get(("ident", "2"), {}).get("reason", "")
+
+        wait_for(reported)
+        x = np.ones((1, 2), dtype=np.float32)
+        assert client.infer("ident", [identity_input(x)]).get_response()["model_version"] == "1"
+        assert not (tmp_path / "cache" / "blobs" / sha).exists()
