@@ -274,7 +274,7 @@ class InferenceServer:
 
     def version_rows(self) -> list[dict[str, Any]]:
         """(model, version, state, reason) of every known version, for logs and heartbeats."""
-        rows = []
+        rows: list[dict[str, Any]] = []
         for entry in self.models.values():
             known = {**entry.loading, **entry.versions}
             rows.extend(known[number].row() for number in sorted(known))

@@ -21,7 +21,7 @@ _INT64_TYPES = (
 
 
 def config_to_json(config: model_config_pb2.ModelConfig) -> dict[str, Any]:
-    data = json_format.MessageToDict(
+    data: dict[str, Any] = json_format.MessageToDict(
         config, preserving_proto_field_name=True, always_print_fields_with_no_presence=True
     )
     _numbers(data, config.DESCRIPTOR)

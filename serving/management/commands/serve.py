@@ -11,7 +11,7 @@ from django.core.management.base import BaseCommand, CommandError
 from serving.cli import add_arguments, configure_logging, settings_from_args
 
 
-class Command(BaseCommand):
+class Command(BaseCommand):  # type: ignore[misc]
     help = (
         "Serve models over KServe v2 HTTP and gRPC with Prometheus metrics. With "
         "--model-repository DIR serve that Triton-layout folder; without it serve the registry's "
