@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import queue
+import urllib.request
 from collections.abc import Iterator
 from functools import partial
 from typing import Any
@@ -547,3 +548,51 @@ def test_statistics_count_inferences_and_executions(
         "add_sub",
         "simple_string",
     }
+
+
+# ------------------------------------------ L0_server_status / L0_lifecycle: errors and none mode
+
+
+def test_unknown_version_errors(
+    http: httpclient.InferenceServerClient, grpc: grpcclient.InferenceServerClient
+) -> None:
+    with pytest.raises(InferenceServerException) as caught:
+        http.get_model_metadata(MODEL, model_version="7")
+    assert "version 7 is not found" in caught.value.message()
+    with pytest.raises(InferenceServerException) as caught:
+        grpc.get_model_metadata(MODEL, model_version="7")
+    assert "version 7 is not found" in caught.value.message()
+    assert not http.is_model_ready(MODEL, model_version="7")
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_load_and_unload_refused_outside_explicit_mode(
+    protocol: str, http: httpclient.InferenceServerClient, grpc: grpcclient.InferenceServerClient
+) -> None:
+    client: Any = http if protocol == "http" else grpc
+    for call in (client.load_model, client.unload_model):
+        with pytest.raises(InferenceServerException) as caught:
+            call(MODEL)
+        assert "explicit model load / unload is not allowed if polling is enabled" in (
+            caught.value.message()
+        )
+    assert client.is_model_ready(MODEL)
+
+
+# ------------------------------------------------------------- Prometheus metrics (Triton's names)
+
+
+def test_metrics_endpoint_counts_simple_requests(
+    server: ServerProcess, http: httpclient.InferenceServerClient
+) -> None:
+    input0, input1 = simple_data()
+    http.infer(MODEL, _http_inputs(input0, input1, binary0=True, binary1=True))
+    with urllib.request.urlopen(f"http://{server.metrics}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    for family in ("nv_inference_request_success", "nv_inference_count", "nv_inference_exec_count"):
+        values = [
+            float(line.rsplit(" ", 1)[1])
+            for line in text.splitlines()
+            if line.startswith(family + "{") and 'model="simple"' in line and 'version="1"' in line
+        ]
+        assert values and values[0] >= 1, f"{family} for simple/1 missing or zero"
