@@ -136,12 +136,28 @@ class Tensor:
 
     @staticmethod
     def from_dlpack(name: str, capsule: Any) -> Tensor:
-        if hasattr(capsule, "__dlpack__"):
-            return Tensor(name, np.from_dlpack(capsule))
-        raise TritonModelException("Tensor.from_dlpack needs an object with __dlpack__")
+        """A tensor from a DLPack capsule (``torch.utils.dlpack.to_dlpack``) or exporter (CPU)."""
+        source = capsule if hasattr(capsule, "__dlpack__") else _Capsule(capsule)
+        try:
+            return Tensor(name, np.from_dlpack(source))
+        except (RuntimeError, TypeError, BufferError) as error:
+            raise TritonModelException(f"Tensor.from_dlpack('{name}'): {error}") from error
 
     def __repr__(self) -> str:
         return f"Tensor({self._name!r}, shape={self.shape()}, dtype={self._array.dtype})"
+
+
+class _Capsule:
+    """Presents a bare DLPack capsule through the ``__dlpack__`` protocol numpy expects."""
+
+    def __init__(self, capsule: Any) -> None:
+        self._capsule = capsule
+
+    def __dlpack__(self, **_: Any) -> Any:
+        return self._capsule
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return (1, 0)  # kDLCPU: this server hands models CPU tensors only
 
 
 class InferenceRequest:

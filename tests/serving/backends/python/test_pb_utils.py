@@ -52,3 +52,12 @@ def test_response_with_error() -> None:
     tensor = pb_utils.Tensor("Y", np.zeros(1))
     ok = pb_utils.InferenceResponse([tensor])
     assert pb_utils.get_output_tensor_by_name(ok, "Y") is tensor and not ok.has_error()
+
+
+def test_from_dlpack_accepts_a_torch_capsule_and_an_exporter() -> None:
+    torch = pytest.importorskip("torch")
+    capsule = torch.utils.dlpack.to_dlpack(torch.arange(3, dtype=torch.float32))
+    assert pb_utils.Tensor.from_dlpack("T", capsule).as_numpy().tolist() == [0.0, 1.0, 2.0]
+    exporter = np.arange(2, dtype=np.int32)
+    assert pb_utils.Tensor.from_dlpack("N", exporter).as_numpy().tolist() == [0, 1]
+    assert pb_utils.Tensor("X", exporter).to_dlpack() is not None
