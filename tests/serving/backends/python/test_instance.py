@@ -260,3 +260,36 @@ def test_unload_after_a_failed_load_is_harmless(tmp_path: Path) -> None:
         instance.load()
     instance.unload()
     PythonInstance(spec_for(model_dir), CPU).unload()
+
+
+ASYNC_MODEL = textwrap.dedent("""\
+    import asyncio
+    import triton_python_backend_utils as pb_utils
+
+
+    class TritonPythonModel:
+        async def execute(self, requests):
+            await asyncio.sleep(0)
+            return [pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT0",
+                    pb_utils.get_input_tensor_by_name(r, "INPUT0").as_numpy() + 1)])
+                    for r in requests]
+
+        def is_ready(self):
+            return False
+""")
+
+
+def test_async_execute_and_is_ready_are_honoured(tmp_path: Path) -> None:
+    config = 'name: "a" backend: "python" input { name: "INPUT0" data_type: TYPE_FP32 dims: [1] }'
+    config += ' output { name: "OUTPUT0" data_type: TYPE_FP32 dims: [1] }'
+    instance = PythonInstance(
+        spec_for(demo_models.write_python_model(tmp_path, "a", ASYNC_MODEL, config)), CPU
+    )
+    instance.load()
+    try:
+        request = InferRequest(model_name="a", inputs={"INPUT0": np.zeros(1, np.float32)})
+        (result,) = instance.execute_checked([request])
+        assert isinstance(result, InferResponse) and result.outputs["OUTPUT0"].tolist() == [1.0]
+        assert instance.is_healthy() and not instance.model_is_ready()
+    finally:
+        instance.unload()
