@@ -20,6 +20,7 @@ import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.grpc.aio as grpcclient_aio
 import tritonclient.http as httpclient
+import tritonclient.http.aio as httpclient_aio
 from tritonclient.utils import InferenceServerException
 
 from tests.acceptance.example_repository import write_sequence_repository
@@ -191,6 +192,42 @@ async def test_grpc_aio_sequence_stream_infer_client(model: str, server: ServerP
                 break
     for sequence_id, values, first in sequences:
         assert received[str(sequence_id)] == _expected(model, sequence_id, first, values)
+
+
+async def _aio_sync_send(
+    client: Any, module: Any, model: str, sequence_id: int | str, values: list[int]
+) -> list[int]:
+    results = []
+    for count, value in enumerate(values, start=1):
+        data = np.full(shape=[1, 1], fill_value=value, dtype=np.int32)
+        inputs = [module.InferInput("INPUT", data.shape, "INT32")]
+        inputs[0].set_data_from_numpy(data)
+        result = await client.infer(
+            model_name=model,
+            inputs=inputs,
+            outputs=[module.InferRequestedOutput("OUTPUT")],
+            sequence_id=sequence_id,
+            sequence_start=(count == 1),
+            sequence_end=(count == len(values)),
+        )
+        results.append(int(result.as_numpy("OUTPUT")[0][0]))
+    return results
+
+
+@pytest.mark.parametrize("model", MODELS)
+async def test_http_aio_sequence_sync_infer_client(model: str, server: ServerProcess) -> None:
+    async with httpclient_aio.InferenceServerClient(url=server.http) as client:
+        for sequence_id, values, first in _sequences(300 + MODELS.index(model) * 10):
+            got = await _aio_sync_send(client, httpclient, model, sequence_id, values)
+            assert got == _expected(model, sequence_id, first, values)
+
+
+@pytest.mark.parametrize("model", MODELS)
+async def test_grpc_aio_sequence_sync_infer_client(model: str, server: ServerProcess) -> None:
+    async with grpcclient_aio.InferenceServerClient(url=server.grpc) as client:
+        for sequence_id, values, first in _sequences(400 + MODELS.index(model) * 10):
+            got = await _aio_sync_send(client, grpcclient, model, sequence_id, values)
+            assert got == _expected(model, sequence_id, first, values)
 
 
 # ------------------------------------------------ L0_sequence_batcher error cases (§5.3 messages)
