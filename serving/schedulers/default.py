@@ -47,7 +47,7 @@ class DefaultScheduler(QueuedScheduler):
         self._queue.clear()
         return drained
 
-    async def _next_batch(self) -> tuple[list[Pending], str]:
+    async def _next_batch(self, index: int) -> tuple[list[Pending], str]:
         assert self._wakeup is not None
         while not self._queue:
             self._wakeup.clear()

@@ -115,7 +115,7 @@ class DynamicBatcher(QueuedScheduler):
 
     # -- batch formation --------------------------------------------------------------------
 
-    async def _next_batch(self) -> tuple[list[Pending], str]:
+    async def _next_batch(self, index: int) -> tuple[list[Pending], str]:
         assert self._form_lock is not None and self._wakeup is not None
         async with self._form_lock:
             while True:

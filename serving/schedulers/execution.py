@@ -68,8 +68,12 @@ class BatchExecutor:
         *,
         batch_size: int,
         release_reason: str = "",
+        padding: frozenset[int] = frozenset(),
     ) -> tuple[list[ExecuteResult], BatchTiming]:
-        """Execute one batch off the loop; a whole-batch exception becomes every request's error."""
+        """Execute one batch off the loop; a whole-batch exception becomes every request's error.
+
+        ``padding``: positions of filler requests (sequence batcher), not counted as inferences.
+        """
         start = time.monotonic_ns()
         loop = asyncio.get_running_loop()
         try:
@@ -82,10 +86,11 @@ class BatchExecutor:
             return [error] * len(requests), BatchTiming(start, 0, now - start, 0)
         done = time.monotonic_ns()
         timing = BatchTiming(start, began - start, ended - began, done - ended)
+        max_batch_size = self._max_batch_size(instance)
         succeeded = sum(
-            r.batch_size(self._max_batch_size(instance))
-            for r, res in zip(requests, results, strict=True)
-            if isinstance(res, InferResponse)
+            r.batch_size(max_batch_size)
+            for position, (r, res) in enumerate(zip(requests, results, strict=True))
+            if isinstance(res, InferResponse) and position not in padding
         )
         self.statistics.record_execution(
             batch_size=batch_size,

@@ -33,5 +33,8 @@ def create_scheduler(
         from serving.schedulers.dynamic import DynamicBatcher
 
         return DynamicBatcher(spec=spec, instances=instances, statistics=statistics)
-    # Sequence batching lands next; until then such models run unbatched.
+    if choice == "sequence_batching":
+        from serving.schedulers.sequence import SequenceBatcher
+
+        return SequenceBatcher(spec=spec, instances=instances, statistics=statistics)
     return DefaultScheduler(spec=spec, instances=instances, statistics=statistics)

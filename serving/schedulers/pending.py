@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+from typing import Any
 
 from serving.core.types import InferRequest, InferResponse
 
@@ -26,6 +27,7 @@ class Pending:
     delayed: bool = False
     queued: bool = True
     outcome: InferResponse | BaseException | None = None
+    sequence: Any = None  # the sequence batcher's ``Sequence`` this request belongs to
 
     def cancel_timer(self) -> None:
         if self.timer is not None:

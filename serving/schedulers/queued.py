@@ -66,7 +66,8 @@ class QueuedScheduler(Scheduler, abc.ABC):
         self._accepting = True
         for index, instance in enumerate(self.instances):
             name = f"{self.spec.name}-v{self.spec.version}-worker-{index}"
-            self._workers.append(asyncio.create_task(self._worker(instance), name=name))
+            task = asyncio.create_task(self._worker(index, instance), name=name)
+            self._workers.append(task)
 
     async def infer(self, request: InferRequest) -> InferResponse:
         if not self._accepting:
@@ -112,8 +113,11 @@ class QueuedScheduler(Scheduler, abc.ABC):
         """Empty the queue, returning what was in it."""
 
     @abc.abstractmethod
-    async def _next_batch(self) -> tuple[list[Pending], str]:
-        """Wait for and return the next batch and why it was released ("" when not batching)."""
+    async def _next_batch(self, index: int) -> tuple[list[Pending], str]:
+        """Wait for instance ``index``'s next batch; return it and why it was released.
+
+        The reason is "" when the scheduler does not batch.
+        """
 
     # -- admission, delivery, cancellation --------------------------------------------------
 
@@ -198,9 +202,9 @@ class QueuedScheduler(Scheduler, abc.ABC):
 
     # -- workers ----------------------------------------------------------------------------
 
-    async def _worker(self, instance: ModelInstance) -> None:
+    async def _worker(self, index: int, instance: ModelInstance) -> None:
         while True:
-            batch, reason = await self._next_batch()
+            batch, reason = await self._next_batch(index)
             if not batch:
                 continue
             for pending in batch:
@@ -211,16 +215,29 @@ class QueuedScheduler(Scheduler, abc.ABC):
 
     async def _execute(self, instance: ModelInstance, batch: list[Pending], reason: str) -> None:
         requests = [pending.request for pending in batch]
+        results, timing = await self._run(instance, batch, requests, reason=reason)
+        self._deliver(batch, results, timing)
+
+    async def _run(
+        self,
+        instance: ModelInstance,
+        batch: list[Pending],
+        requests: list[InferRequest],
+        *,
+        reason: str,
+        padding: frozenset[int] = frozenset(),
+    ) -> tuple[list[ExecuteResult], BatchTiming]:
         # NOTE: kept in ``_executing`` if this worker is cancelled mid-batch: stop() answers them.
         self._executing.update(batch)
         results, timing = await self._executor.run(
             instance,
             requests,
-            batch_size=sum(pending.batch_size for pending in batch),
+            batch_size=sum(pending.batch_size for pending in batch) + len(padding),
             release_reason=reason,
+            padding=padding,
         )
         self._executing.difference_update(batch)
-        self._deliver(batch, results, timing)
+        return results, timing
 
     def _deliver(
         self, batch: list[Pending], results: list[ExecuteResult], timing: BatchTiming

@@ -1,0 +1,246 @@
+"""The sequence batcher: routing, control tensors, padding, backlog, idle timeout, implicit state."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Sequence
+
+import numpy as np
+import pytest
+
+from serving.backends.base import ExecuteResult
+from serving.core.statistics import ModelStatistics
+from serving.core.types import InferRequest, InferResponse
+from serving.errors import ServingError
+from serving.schedulers.factory import create_scheduler
+from serving.schedulers.sequence import SequenceBatcher
+from tests.serving.schedulers.fakes import RecordingInstance, make_spec, request
+
+pytestmark = pytest.mark.embedded
+
+CONTROLS = """
+  control_input { name: "START"
+    control { kind: CONTROL_SEQUENCE_START int32_false_true: [0, 1] } }
+  control_input { name: "END"
+    control { kind: CONTROL_SEQUENCE_END fp32_false_true: [0, 1] } }
+  control_input { name: "READY"
+    control { kind: CONTROL_SEQUENCE_READY bool_false_true: [false, true] } }
+  control_input { name: "CORRID"
+    control { kind: CONTROL_SEQUENCE_CORRID data_type: %s } }
+"""
+
+
+def config(
+    *, max_batch: int = 2, strategy: str = "", idle_us: int = 0, corrid: str = "TYPE_UINT64"
+) -> str:
+    return (
+        f'name: "s" max_batch_size: {max_batch} '
+        'input { name: "IN" data_type: TYPE_FP32 dims: [4] } '
+        f"sequence_batching {{ {strategy} max_sequence_idle_microseconds: {idle_us} "
+        f"{CONTROLS % corrid} }}"
+    )
+
+
+async def started(
+    text: str, *, count: int = 1, cls: type[RecordingInstance] = RecordingInstance
+) -> tuple[SequenceBatcher, list[RecordingInstance]]:
+    spec = make_spec(text)
+    instances = [cls(spec, index=i) for i in range(count)]
+    scheduler = create_scheduler(
+        spec=spec, instances=instances, statistics=ModelStatistics("s", 1), server=None
+    )
+    assert isinstance(scheduler, SequenceBatcher)
+    await scheduler.start()
+    return scheduler, instances
+
+
+def seq(rid: str, corrid: int | str, *, start: bool = False, end: bool = False, value: float = 1.0):  # type: ignore[no-untyped-def]
+    return request(
+        rid, model="s", value=value, sequence_id=corrid, sequence_start=start, sequence_end=end
+    )
+
+
+def controls(response: InferResponse) -> tuple[int, float, bool, object]:
+    out = response.outputs
+    return (
+        int(out["START"][0, 0]),
+        float(out["END"][0, 0]),
+        bool(out["READY"][0, 0]),
+        out["CORRID"][0, 0],
+    )
+
+
+async def test_sequence_requests_need_a_correlation_id_batch_one_and_start_first() -> None:
+    scheduler, _ = await started(config())
+    with pytest.raises(ServingError) as info:
+        await scheduler.infer(seq("a", 0, start=True))
+    assert info.value.message == (
+        "inference request to model 's' must specify a non-zero or non-empty correlation ID"
+    )
+    assert info.value.code.value == "INVALID_ARG"
+    with pytest.raises(ServingError, match="must specify batch-size 1 due to requirements"):
+        await scheduler.infer(request("b", model="s", batch=2, sequence_id=5, sequence_start=True))
+    with pytest.raises(ServingError) as info:
+        await scheduler.infer(seq("c", 77))
+    assert info.value.message == (
+        "inference request for sequence 77 to model 's' must specify the START flag on the "
+        "first request of the sequence"
+    )
+    assert scheduler.statistics.failures_by_reason["OTHER"] == 3
+    await scheduler.stop(drain_timeout_s=1)
+
+
+async def test_interleaved_sequences_get_their_own_control_values() -> None:
+    scheduler, [instance] = await started(config())
+    a1 = await scheduler.infer(seq("a1", 11, start=True))
+    b1 = await scheduler.infer(seq("b1", 12, start=True))
+    a2 = await scheduler.infer(seq("a2", 11))
+    b2 = await scheduler.infer(seq("b2", 12, end=True))
+    a3 = await scheduler.infer(seq("a3", 11, end=True))
+    assert controls(a1) == (1, 0.0, True, 11)
+    assert controls(b1) == (1, 0.0, True, 12)
+    assert controls(a2) == (0, 0.0, True, 11)
+    assert controls(b2) == (0, 1.0, True, 12)
+    assert controls(a3) == (0, 1.0, True, 11)
+    assert a1.outputs["CORRID"].dtype == np.uint64 and a1.outputs["START"].dtype == np.int32
+    assert a1.outputs["END"].dtype == np.float32 and a1.outputs["READY"].dtype == np.bool_
+    assert a1.outputs["START"].shape == (1, 1)
+    assert scheduler.active_sequences == 0
+    await scheduler.stop(drain_timeout_s=1)
+
+
+async def test_direct_batches_pad_empty_slots_with_ready_false_copies() -> None:
+    scheduler, [instance] = await started(config())
+    await scheduler.infer(seq("a1", 1, start=True))  # slot 0
+    await scheduler.infer(seq("b1", 2, start=True))  # slot 1
+    await scheduler.infer(seq("b2", 2))  # only slot 1 has work: slot 0 padded
+    assert instance.batches[-1] == ["", "b2"]
+    padded = instance.inputs_seen[-1]
+    assert [bool(inputs["READY"][0, 0]) for inputs in padded] == [False, True]
+    assert scheduler.statistics.inference_count == 3  # padding is not an inference
+    instance.gate = threading.Event()
+    held = asyncio.create_task(scheduler.infer(seq("a2", 1)))
+    while len(instance.batches) < 4:
+        await asyncio.sleep(0.002)
+    both = [asyncio.create_task(scheduler.infer(seq(r, c))) for r, c in (("a3", 1), ("b3", 2))]
+    await asyncio.sleep(0.01)
+    instance.gate.set()
+    await asyncio.gather(held, *both)
+    assert instance.batches[-1] == ["a3", "b3"]  # two ready slots share one execution
+    await scheduler.stop(drain_timeout_s=1)
+
+
+async def test_sequences_spread_over_instances_and_stay_on_their_slot() -> None:
+    scheduler, _ = await started(config(max_batch=1), count=2)
+    a = await scheduler.infer(seq("a1", 1, start=True))
+    b = await scheduler.infer(seq("b1", 2, start=True))
+    assert int(a.outputs["INSTANCE"][0]) == 0 and int(b.outputs["INSTANCE"][0]) == 1
+    for _ in range(3):
+        again = await scheduler.infer(seq("b", 2))
+        assert int(again.outputs["INSTANCE"][0]) == 1
+    await scheduler.stop(drain_timeout_s=1)
+
+
+async def test_start_waits_in_the_backlog_until_a_slot_frees() -> None:
+    scheduler, [instance] = await started(config(max_batch=1))
+    await scheduler.infer(seq("a1", 1, start=True))
+    waiting = asyncio.create_task(scheduler.infer(seq("b1", 2, start=True)))
+    await asyncio.sleep(0.05)
+    assert not waiting.done() and scheduler.backlog_length == 1
+    await scheduler.infer(seq("a2", 1, end=True))
+    response = await asyncio.wait_for(waiting, timeout=2)
+    assert controls(response) == (1, 0.0, True, 2)
+    assert scheduler.backlog_length == 0
+    await scheduler.stop(drain_timeout_s=1)
+
+
+async def test_idle_sequence_is_ended_and_its_slot_given_to_the_backlog() -> None:
+    scheduler, _ = await started(config(max_batch=1, idle_us=100_000))
+    await scheduler.infer(seq("a1", 1, start=True))
+    waiting = asyncio.create_task(scheduler.infer(seq("b1", 2, start=True)))
+    response = await asyncio.wait_for(waiting, timeout=2)  # after a's idle timeout
+    assert controls(response)[3] == 2
+    with pytest.raises(ServingError, match="must specify the START flag"):
+        await scheduler.infer(seq("a2", 1))
+    await scheduler.stop(drain_timeout_s=1)
+
+
+async def test_string_correlation_ids_with_a_string_corrid_control() -> None:
+    scheduler, _ = await started(config(corrid="TYPE_STRING"))
+    first = await scheduler.infer(seq("a1", "user-7", start=True))
+    second = await scheduler.infer(seq("a2", "user-7", end=True))
+    assert first.outputs["CORRID"][0, 0] == b"user-7"
+    assert controls(second)[:3] == (0, 1.0, True)
+    await scheduler.stop(drain_timeout_s=1)
+
+
+class Accumulator(RecordingInstance):
+    """ACC = STATE_IN + IN, and STATE_OUT = ACC: a running sum carried as implicit state."""
+
+    def execute(self, requests: Sequence[InferRequest]) -> list[ExecuteResult]:
+        results = super().execute(requests)
+        for req, res in zip(requests, results, strict=True):
+            assert isinstance(res, InferResponse)
+            total = req.inputs["STATE_IN"] + req.inputs["IN"]
+            res.outputs.pop("STATE_IN", None)
+            res.outputs["ACC"] = total
+            res.outputs["STATE_OUT"] = total
+        return results
+
+
+async def test_implicit_state_is_carried_between_requests_of_each_sequence() -> None:
+    state = (
+        'state { input_name: "STATE_IN" output_name: "STATE_OUT" data_type: TYPE_FP32 dims: [4] '
+        'initial_state { name: "zero" data_type: TYPE_FP32 dims: [4] zero_data: true } }'
+    )
+    text = config().replace("sequence_batching {", "sequence_batching { " + state)
+    scheduler, _ = await started(text, cls=Accumulator)
+    sums: dict[int, list[float]] = {1: [], 2: []}
+    for step in range(3):
+        for corrid, value in ((1, 1.0), (2, 10.0)):
+            response = await scheduler.infer(seq(f"{corrid}-{step}", corrid, start=step == 0,
+                                                 value=value))  # fmt: skip
+            assert "STATE_OUT" not in response.outputs
+            sums[corrid].append(float(response.outputs["ACC"][0, 0]))
+    assert sums == {1: [1.0, 2.0, 3.0], 2: [10.0, 20.0, 30.0]}
+    restarted = await scheduler.infer(seq("again", 1, start=True, value=5.0))
+    assert float(restarted.outputs["ACC"][0, 0]) == 5.0  # START resets the state
+    await scheduler.stop(drain_timeout_s=1)
+
+
+async def test_oldest_strategy_batches_oldest_requests_one_per_sequence() -> None:
+    strategy = "oldest { max_candidate_sequences: 4 }"
+    scheduler, [instance] = await started(config(max_batch=4, strategy=strategy))
+    instance.gate = threading.Event()
+    held = asyncio.create_task(scheduler.infer(seq("x1", 9, start=True)))
+    while not instance.batches:
+        await asyncio.sleep(0.002)
+    tasks = []
+    for rid, corrid, start in (("a1", 1, True), ("a2", 1, False), ("b1", 2, True)):
+        tasks.append(asyncio.create_task(scheduler.infer(seq(rid, corrid, start=start))))
+        await asyncio.sleep(0.005)
+    instance.gate.set()
+    responses = await asyncio.gather(held, *tasks)
+    assert instance.batches[1:] == [["a1", "b1"], ["a2"]]
+    assert [controls(r)[3] for r in responses[1:]] == [1, 1, 2]
+    await scheduler.stop(drain_timeout_s=1)
+
+
+async def test_cancelling_a_queued_request_cancels_the_rest_of_its_sequence() -> None:
+    scheduler, [instance] = await started(config(max_batch=1))
+    instance.gate = threading.Event()
+    first = asyncio.create_task(scheduler.infer(seq("a1", 1, start=True)))
+    while not instance.batches:
+        await asyncio.sleep(0.002)
+    second = asyncio.create_task(scheduler.infer(seq("a2", 1)))
+    third = asyncio.create_task(scheduler.infer(seq("a3", 1)))
+    await asyncio.sleep(0.01)
+    second.cancel()
+    await asyncio.sleep(0)
+    instance.gate.set()
+    assert (await first).id == "a1"
+    with pytest.raises(ServingError, match="cancelled"):
+        await third
+    assert scheduler.statistics.failures_by_reason["CANCELED"] == 2
+    await scheduler.stop(drain_timeout_s=1)
