@@ -13,12 +13,19 @@ _RESERVED = frozenset(
 )  # fmt: skip
 
 
+# Frontend-level flags Triton's own clients send (perf_analyzer over gRPC sends the first one even
+# for unary calls); they steer the transport and are not forwarded to the model.
+FRONTEND_PARAMETERS = frozenset(("triton_enable_empty_final_response",))
+
+
 def apply_request_parameters(request: InferRequest, parameters: dict[str, Any]) -> None:
     """Lift reserved parameters into typed fields; keep the custom ones; reject ``triton_*``."""
     custom: dict[str, Any] = {}
     for key, value in parameters.items():
         if key in _RESERVED:
             _apply_reserved(request, key, value)
+        elif key in FRONTEND_PARAMETERS:
+            continue
         elif key.startswith("triton_"):
             raise InvalidArgumentError(
                 f"parameter keys starting with 'triton_' are reserved for Triton usage and "

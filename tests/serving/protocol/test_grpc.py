@@ -176,3 +176,17 @@ def test_large_messages_are_accepted(client: Any) -> None:
     x = np.ones((1, 2_000_000), dtype=np.float32)  # 8 MB, over gRPC's 4 MiB default
     result = client.infer("identity", [fp32_input(x)])
     assert result.as_numpy("OUTPUT0").shape == (1, 2_000_000)
+
+
+def test_perf_analyzer_frontend_parameter_is_accepted(stub: Any) -> None:
+    request = service_pb2.ModelInferRequest(model_name="identity_int64")
+    request.parameters["triton_enable_empty_final_response"].bool_param = True
+    tensor = request.inputs.add(name="INPUT0", datatype="INT64", shape=[4])
+    request.raw_input_contents.append(np.arange(4, dtype=np.int64).tobytes())
+    del tensor
+    response = stub.ModelInfer(request)
+    assert np.frombuffer(response.raw_output_contents[0], np.int64).tolist() == [0, 1, 2, 3]
+    request.parameters["triton_other"].bool_param = True
+    with pytest.raises(grpc.RpcError) as info:
+        stub.ModelInfer(request)
+    assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
