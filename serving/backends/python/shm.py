@@ -51,15 +51,19 @@ def numpy_dtype(datatype: str) -> np.dtype[Any]:
     return np.dtype(_NUMPY_BY_WIRE[datatype])
 
 
+_WIRE_BY_NUMPY = {np.dtype(name): wire for wire, name in _NUMPY_BY_WIRE.items()}
+
+
 def wire_datatype(array: np.ndarray[Any, Any]) -> str:
-    if array.dtype.kind in ("O", "S", "U"):
+    dtype = array.dtype
+    wire = _WIRE_BY_NUMPY.get(dtype)
+    if wire is not None:
+        return wire
+    if dtype.kind in ("O", "S", "U"):
         return "BYTES"
-    if array.dtype.name == "bfloat16":
+    if dtype.name == "bfloat16":
         return "BF16"
-    for wire, name in _NUMPY_BY_WIRE.items():
-        if array.dtype.name == name:
-            return wire
-    raise TypeError(f"unsupported numpy dtype {array.dtype}")
+    raise TypeError(f"unsupported numpy dtype {dtype}")
 
 
 def serialize_bytes(array: np.ndarray[Any, Any]) -> bytes:
