@@ -69,3 +69,16 @@ def test_corrupt_model_fails_to_load(tmp_path: Path) -> None:
     (model_dir / "1" / "model.pt").write_bytes(b"not a torchscript archive")
     with pytest.raises(UnavailableError, match="torch.jit.load failed"):
         TorchScriptInstance(spec_for(model_dir), CPU).load()
+
+
+@pytest.mark.gpu
+def test_gpu_placement_runs_on_cuda(add_sub_dir: Path) -> None:
+    import torch
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs torch with CUDA and an NVIDIA GPU (torch.cuda.is_available() is False)")
+    gpu = InstancePlacement(name="t_0", kind="KIND_GPU", device_id=0)
+    instance = TorchScriptInstance(spec_for(add_sub_dir), gpu)
+    instance.load()
+    (result,) = instance.execute_checked([_request(2, 3.0)])
+    assert isinstance(result, InferResponse) and result.outputs["OUTPUT__0"][0, 0] == 4.0
