@@ -1,4 +1,4 @@
-"""The sequence batcher: routing, control tensors, padding, backlog, idle timeout, implicit state."""
+"""The sequence batcher: routing, controls, padding, backlog, idle timeout, implicit state."""
 
 from __future__ import annotations
 
