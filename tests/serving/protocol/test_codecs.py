@@ -1,0 +1,90 @@
+"""The codecs on their own: JSON typing rules, BYTES framing, compression negotiation."""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+import pytest
+
+from serving.core.datatypes import tensor_from_bytes, tensor_to_bytes
+from serving.errors import InvalidArgumentError
+from serving.protocol.config_json import config_to_json
+from serving.protocol.http.compression import choose_encoding
+from serving.protocol.json_codec import tensor_from_json
+
+pytestmark = pytest.mark.embedded
+
+
+def test_json_accepts_nested_or_flat_data() -> None:
+    nested = tensor_from_json([[1, 2], [3, 4]], "INT32", [2, 2], name="x")
+    flat = tensor_from_json([1, 2, 3, 4], "INT32", [2, 2], name="x")
+    assert nested.dtype == np.int32 and (nested == flat).all()
+
+
+@pytest.mark.parametrize(
+    ("data", "datatype", "text"),
+    [
+        ([1, 0], "BOOL", "boolean"),
+        ([True, False], "INT32", "integer"),
+        ([1.5], "INT64", "integer"),
+        ([True], "FP32", "number"),
+        ([1], "BYTES", "string"),
+        ([1.0], "FP16", "binary data format"),
+    ],
+)
+def test_json_does_not_coerce_across_kinds(data: list[object], datatype: str, text: str) -> None:
+    with pytest.raises(InvalidArgumentError, match=text):
+        tensor_from_json(data, datatype, [len(data)], name="x")
+
+
+def test_json_integers_out_of_range_are_truncated_not_rejected() -> None:
+    assert tensor_from_json([300], "UINT8", [1], name="x").tolist() == [44]
+    assert tensor_from_json([2**64 - 1], "UINT64", [1], name="x").tolist() == [2**64 - 1]
+
+
+def test_bytes_framing_round_trip_and_errors() -> None:
+    array = np.array([b"a", b"", "é".encode()], dtype=object)
+    raw = tensor_to_bytes(array)
+    assert raw == b"\x01\x00\x00\x00a\x00\x00\x00\x00\x02\x00\x00\x00\xc3\xa9"
+    back = tensor_from_bytes(raw, "BYTES", [3], name="x", model_name="m")
+    assert back.tolist() == array.tolist()
+    with pytest.raises(InvalidArgumentError, match="expecting 2"):
+        tensor_from_bytes(raw, "BYTES", [2], name="x", model_name="m")
+    with pytest.raises(InvalidArgumentError, match="claims 9 bytes"):
+        tensor_from_bytes(struct.pack("<I", 9) + b"abc", "BYTES", [1], name="x", model_name="m")
+    with pytest.raises(InvalidArgumentError, match="unexpected end"):
+        tensor_from_bytes(b"\x01\x00", "BYTES", [1], name="x", model_name="m")
+
+
+def test_fixed_size_tensors_check_their_byte_count() -> None:
+    with pytest.raises(InvalidArgumentError, match="expecting 8 bytes"):
+        tensor_from_bytes(b"\x00" * 7, "FP32", [2], name="x", model_name="m")
+    bf16 = tensor_from_bytes(b"\x80\x3f", "BF16", [1], name="x", model_name="m")
+    assert float(bf16[0]) == 1.0
+
+
+@pytest.mark.parametrize(
+    ("header", "chosen"),
+    [
+        (None, None),
+        (b"gzip", b"gzip"),
+        (b"deflate;q=0.5, gzip;q=0.8", b"gzip"),
+        (b"identity, gzip;q=0.5", None),
+        (b"br", None),
+        (b"gzip;q=0", None),
+    ],
+)
+def test_accept_encoding_negotiation(header: bytes | None, chosen: bytes | None) -> None:
+    assert choose_encoding(header) == chosen
+
+
+def test_config_json_prints_int64_as_numbers() -> None:
+    from tritonclient.grpc import model_config_pb2 as mc
+
+    config = mc.ModelConfig(name="m", max_batch_size=4)
+    config.input.add(name="x", data_type=mc.TYPE_FP32, dims=[-1, 3])
+    config.dynamic_batching.max_queue_delay_microseconds = 100
+    data = config_to_json(config)
+    assert data["input"][0]["dims"] == [-1, 3]
+    assert data["dynamic_batching"]["max_queue_delay_microseconds"] == 100
