@@ -18,7 +18,9 @@ class RawResult:
     p50_us: float
 
 
-def measure(model_path: Path, *, batch_size: int, seconds: float = 3.0, threads: int = 0) -> RawResult:
+def measure(
+    model_path: Path, *, batch_size: int, seconds: float = 3.0, threads: int = 0
+) -> RawResult:
     """Run ``batch_size`` rows per call in a loop for ``seconds``; one thread calling."""
     options = ort.SessionOptions()
     if threads:

@@ -1,5 +1,6 @@
-"""Write benchmark tables into docs/benchmarks.md, each between its own markers, so that one suite's
-run replaces only its own section and leaves the others (and the prose around them) alone."""
+"""Write benchmark tables into docs/benchmarks.md, each between its own markers, so that one
+suite's run replaces only its own section and leaves the others (and the prose around them)
+alone."""
 
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ def machine_line() -> str:
 
     return (
         f"Measured {time.strftime('%Y-%m-%d')} on {os.cpu_count()} cores "
-        f"({platform.machine()}, Python {platform.python_version()}), load generator on the same machine."
+        f"({platform.machine()}, Python {platform.python_version()}), "
+        "load generator on the same machine."
     )
 
 

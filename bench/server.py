@@ -56,9 +56,8 @@ def _wait_ready(url: str, process: subprocess.Popen[bytes], timeout_s: float) ->
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise RuntimeError(f"serving exited with {process.returncode} before it was ready")
-        with contextlib.suppress(OSError):
-            with urllib.request.urlopen(url, timeout=1) as response:
-                if response.status == 200:
-                    return
+        with contextlib.suppress(OSError), urllib.request.urlopen(url, timeout=1) as response:
+            if response.status == 200:
+                return
         time.sleep(0.2)
     raise RuntimeError("serving was not ready in time")

@@ -24,7 +24,7 @@ def ensure_admin_account(*, stdout: TextIO) -> None:
     group, _ = Group.objects.get_or_create(name=ADMIN_ROLE)
     user.groups.add(group)
     if "PORTICO_ADMIN_PASSWORD" in os.environ:
-        stdout.write(f"Admin account '{username}' created with the password from the environment.")
+        stdout.write(f"Admin account '{username}' created with the environment's password.")
     else:
         stdout.write(f"Admin account created: user '{username}', password '{password}' (shown once).")
 

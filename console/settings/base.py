@@ -103,7 +103,7 @@ STORAGES = {
         "BACKEND": env.str(
             "PORTICO_BLOB_STORAGE", default="django.core.files.storage.FileSystemStorage"
         ),
-        "OPTIONS": {"location": str(Path(env.str("PORTICO_BLOB_DIR", default=str(VAR_DIR / "blobs"))))},
+        "OPTIONS": {"location": env.str("PORTICO_BLOB_DIR", default=str(VAR_DIR / "blobs"))},
     },
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
 }

@@ -1,4 +1,5 @@
-"""Tests: the real PostgreSQL and Redis when DATABASE_URL / REDIS_URL are set (CI), else embedded."""
+"""Tests: the real PostgreSQL and Redis when DATABASE_URL / REDIS_URL are set (CI), else the
+embedded default."""
 
 import tempfile
 from pathlib import Path

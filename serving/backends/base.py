@@ -3,9 +3,9 @@
 An instance executes one batch at a time. ``execute`` takes the requests of a batch and returns one
 result per request, in the same order: an ``InferResponse`` or the ``ServingError`` that request
 failed with (one request's error does not fail its neighbours). A length mismatch is a contract
-error raised by ``execute_checked``. Instances run in threads (their runtimes release the GIL) or
-front a child process (the Python backend); either way ``execute`` is a blocking call that schedulers
-make off the event loop.
+error raised by ``execute_checked``. Instances run in threads (their runtimes release the GIL)
+or front a child process (the Python backend); either way ``execute`` is a blocking call that
+schedulers make off the event loop.
 """
 
 from __future__ import annotations

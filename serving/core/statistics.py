@@ -1,9 +1,9 @@
 """Per model-version statistics: Triton's statistics extension plus cumulative latency histograms.
 
-Schedulers record into a ``ModelStatistics``; the statistics endpoint, Prometheus metrics and the live
-stats read it. Everything is cumulative (counts and nanoseconds since load), so a reader that wants a
-window diffs two snapshots. Histogram buckets are fixed and shared by every replica, which is what
-lets the console merge histograms across replicas instead of averaging percentiles.
+Schedulers record into a ``ModelStatistics``; the statistics endpoint, Prometheus metrics and the
+live stats read it. Everything is cumulative (counts and nanoseconds since load), so a reader that
+wants a window diffs two snapshots. Histogram buckets are fixed and shared by every replica, which
+is what lets the console merge histograms across replicas instead of averaging percentiles.
 """
 
 from __future__ import annotations
