@@ -100,3 +100,19 @@ def test_create_token_creates_the_user_and_prints_only_the_key() -> None:
     assert user_role(token.user) == "deployer"
     assert not token.user.has_usable_password()
     assert ApiToken.objects.count() == 1
+
+
+def test_demo_repository_imports_with_the_real_check_and_every_model_is_promoted(  # type: ignore[no-untyped-def]
+    settings, tmp_path: Path, model_repo: Path
+) -> None:
+    from repository.demo_models import write_demo_repository
+
+    settings.UPLOAD_DIR = tmp_path / "uploads"
+    write_demo_repository(model_repo)
+    out = io.StringIO()
+    call_command("import_repository", str(model_repo), sync=True, stdout=out)
+    versions = ModelVersion.objects.select_related("model")
+    assert {v.model.name: v.state for v in versions} == {
+        name: VersionState.PROMOTED for name in ("mlp", "preprocess", "pipeline")
+    }, out.getvalue()
+    assert all(v.config_text for v in versions)
