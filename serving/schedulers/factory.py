@@ -8,7 +8,6 @@ from typing import Any
 from serving.backends.base import ModelInstance
 from serving.core.model_spec import ModelSpec
 from serving.core.statistics import ModelStatistics
-from serving.errors import UnsupportedError
 from serving.schedulers.base import Scheduler
 from serving.schedulers.default import DefaultScheduler
 
@@ -28,7 +27,9 @@ def create_scheduler(
     config = spec.config
     choice = config.WhichOneof("scheduling_choice")
     if config.platform == "ensemble" or choice == "ensemble_scheduling":
-        raise UnsupportedError(f"model '{spec.name}': ensemble scheduling is not available yet")
+        from serving.schedulers.ensemble import EnsembleScheduler
+
+        return EnsembleScheduler(spec=spec, statistics=statistics, server=server)
     if choice == "dynamic_batching":
         from serving.schedulers.dynamic import DynamicBatcher
 

@@ -110,3 +110,39 @@ def request(
 ) -> InferRequest:
     data = np.full((batch, width), value, dtype=np.float32)
     return InferRequest(model_name=model, inputs={"IN": data}, id=request_id, **fields)  # type: ignore[arg-type]
+
+
+class FunctionInstance(ModelInstance):
+    """Answers each request with ``fn(inputs)``, after sleeping ``delay_s`` per batch."""
+
+    def __init__(
+        self,
+        spec: ModelSpec,
+        fn: Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]],
+        *,
+        delay_s: float = 0.0,
+    ) -> None:
+        super().__init__(spec, InstancePlacement(name=f"{spec.name}_0", kind="KIND_CPU"))
+        self.fn = fn
+        self.delay_s = delay_s
+
+    def load(self) -> None:
+        pass
+
+    def unload(self) -> None:
+        pass
+
+    def execute(self, requests: Sequence[InferRequest]) -> list[ExecuteResult]:
+        if self.delay_s:
+            time.sleep(self.delay_s)
+        results: list[ExecuteResult] = []
+        for req in requests:
+            try:
+                outputs = self.fn(dict(req.inputs))
+            except ServingError as exc:
+                results.append(exc)
+                continue
+            results.append(
+                InferResponse(self.spec.name, self.spec.version, outputs=outputs, id=req.id)
+            )
+        return results
