@@ -7,7 +7,9 @@ the whole body is the single input of the model.
 
 from __future__ import annotations
 
-from serving.core.datatypes import NumpyArray, element_count, tensor_from_bytes
+import numpy as np
+
+from serving.core.datatypes import NUMPY_BY_WIRE, NumpyArray, element_count, tensor_from_bytes
 from serving.core.signature import ModelSignature
 from serving.errors import InvalidArgumentError
 
@@ -40,38 +42,43 @@ def split_body(body: bytes, header_length: int) -> tuple[memoryview, memoryview]
 def raw_input(
     signature: ModelSignature, body: memoryview, model_name: str
 ) -> tuple[str, NumpyArray]:
-    """Decode a raw binary request: one input, shape deduced from its size, batch 1."""
+    """Decode a raw binary request: one input, shape deduced from its size, batch 1.
+
+    Error texts are Triton's (its HTTP QA tests match them).
+    """
     if len(signature.inputs) != 1:
         raise InvalidArgumentError(
-            f"raw binary request can only be used for models with exactly one input, "
-            f"model '{model_name}' has {len(signature.inputs)}"
+            f"Raw request must only have 1 input (found 1) to be deduced but got "
+            f"{len(signature.inputs)} inputs in '{model_name}' model configuration"
         )
     sig = next(iter(signature.inputs.values()))
-    dims = list(sig.dims)
+    batch = [1] if signature.max_batch_size > 0 else []
     if sig.datatype == "BYTES":
-        if dims not in ([1], [-1]):
+        if list(sig.dims) != [1]:
             raise InvalidArgumentError(
-                f"raw binary request for BYTES input '{sig.name}' needs model shape [1]"
+                f"For BYTE datatype raw input '{sig.name}', the model must have input shape [1]"
             )
-        dims = [1]
-    elif dims.count(-1) > 1:
+        # The whole body is the one element (no length prefix), as in Triton.
+        array = np.empty(1, dtype=object)
+        array[0] = bytes(body)
+        return sig.name, array.reshape(batch + [1])
+    dims = list(sig.dims)
+    if dims.count(-1) > 1:
         raise InvalidArgumentError(
-            f"raw binary request for input '{sig.name}' of model '{model_name}': shape cannot "
-            "be deduced with more than one variable dimension"
+            f"The shape of the raw input '{sig.name}' can not be deduced because there are more "
+            "than one variable-sized dimension"
         )
-    elif -1 in dims:
-        from serving.core.datatypes import NUMPY_BY_WIRE
-
+    if -1 in dims:
         known = element_count([d for d in dims if d != -1]) * NUMPY_BY_WIRE[sig.datatype].itemsize
         if known == 0 or len(body) % known:
             raise InvalidArgumentError(
-                f"unexpected size for input '{sig.name}' of model '{model_name}' "
-                "in raw binary request"
+                f"The shape of the raw input '{sig.name}' can not be deduced because the raw "
+                f"input size {len(body)} is not a multiple of the known element size {known}"
             )
         dims[dims.index(-1)] = len(body) // known
-    shape = ([1] if signature.max_batch_size > 0 else []) + dims
-    return sig.name, tensor_from_bytes(body, sig.datatype, shape, name=sig.name,
-                                       model_name=model_name)  # fmt: skip
+    return sig.name, tensor_from_bytes(
+        body, sig.datatype, batch + dims, name=sig.name, model_name=model_name
+    )
 
 
 def frame_response(json_body: bytes, parts: list[bytes]) -> bytes:

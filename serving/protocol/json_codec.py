@@ -24,6 +24,11 @@ from serving.errors import InternalError, InvalidArgumentError, UnsupportedError
 from serving.protocol.parameters import apply_request_parameters
 
 _INT_KINDS = ("i", "u")
+MAX_JSON_DEPTH = 100
+# The "data" array of an input sits this deep in the request document.
+_DATA_DEPTH = 3
+# numpy handles at most 64 dimensions; deeper (legal) nesting is flattened by hand first.
+_NUMPY_MAX_NESTING = 32
 _FLOAT_OK_KINDS = ("i", "u", "f")
 
 
@@ -166,6 +171,11 @@ def tensor_from_json(data: Any, datatype: str, shape: list[int], *, name: str) -
             f"format for input {name}"
         )
     count = element_count(shape)
+    depth = _nesting(data)
+    if depth + _DATA_DEPTH > MAX_JSON_DEPTH:
+        raise InvalidArgumentError(
+            f"JSON nesting depth exceeds maximum allowed limit ({MAX_JSON_DEPTH})"
+        )
     if datatype == "BYTES":
         array = _bytes_from_json(data, name)
     else:
@@ -178,8 +188,30 @@ def tensor_from_json(data: Any, datatype: str, shape: list[int], *, name: str) -
     return array.reshape(shape)
 
 
+def _nesting(data: Any) -> int:
+    depth = 0
+    while isinstance(data, list):
+        depth += 1
+        data = data[0] if data else None
+    return depth
+
+
+def _flatten(data: Any) -> list[Any]:
+    flat: list[Any] = []
+    stack = [data]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, list):
+            stack.extend(reversed(item))
+        else:
+            flat.append(item)
+    return flat
+
+
 def _numbers_from_json(data: Any, datatype: str, name: str) -> NumpyArray:
     target = NUMPY_BY_WIRE[datatype]
+    if _nesting(data) > _NUMPY_MAX_NESTING:
+        data = _flatten(data)
     try:
         array = np.asarray(data)
     except (ValueError, OverflowError):

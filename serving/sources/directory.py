@@ -84,7 +84,7 @@ class DirectorySource:
                 f"failed to load '{name}', the 'config' parameter is required with "
                 "'file:' overrides"
             )
-        text = _config_override_text(config_json) if config_json is not None else None
+        text = _config_override_text(name, config_json) if config_json is not None else None
         model_dir = self.repository / name
         if files:
             model_dir = await run_blocking(self._write_override, name, files)
@@ -208,12 +208,13 @@ class DirectorySource:
         return serving != planned
 
 
-def _config_override_text(config_json: str) -> str:
+def _config_override_text(name: str, config_json: str) -> str:
     from repository.config import ConfigError, config_to_text, parse_config_json
 
     try:
         return str(config_to_text(parse_config_json(config_json)))
     except ConfigError as exc:
         raise InvalidArgumentError(
-            "Invalid config override: " + ("; ".join(exc.problems) or str(exc))
+            f"failed to load '{name}': Invalid config override: "
+            + ("; ".join(exc.problems) or str(exc))
         ) from None

@@ -56,6 +56,8 @@ def write_protocol_repository(repo: Path) -> None:
     dm.write_onnx_identity(repo, "identity", dims=(-1,), max_batch_size=8)
     dm.write_onnx_add_sub(repo, "simple", dims=(16,), max_batch_size=8)
     dm.write_onnx_identity(repo, "identity_bytes", dtype="BYTES", dims=(-1,), max_batch_size=8)
+    dm.write_onnx_identity(repo, "identity_bytes_one", dtype="BYTES", dims=(1,), max_batch_size=8)
+    dm.write_onnx_identity(repo, "identity_fp16_2d", dtype="FP16", dims=(-1, -1), max_batch_size=0)
     dm.write_onnx_identity(repo, "identity_bool", dtype="BOOL", dims=(-1,), max_batch_size=0)
     dm.write_onnx_identity(repo, "identity_fp16", dtype="FP16", dims=(-1,), max_batch_size=8)
     dm.write_onnx_identity(repo, "identity_int64", dtype="INT64", dims=(4,), max_batch_size=0)

@@ -244,6 +244,60 @@ def test_raw_binary_request(server: ServingProcess) -> None:
     np.testing.assert_array_equal(np.frombuffer(body[header_length:], np.float64), x)
 
 
+def test_raw_binary_bytes_body_is_the_single_element(server: ServingProcess) -> None:
+    status, headers, body = raw(server, "POST", "/v2/models/identity_bytes_one/infer", b"427",
+                                {"Inference-Header-Content-Length": "0"})  # fmt: skip
+    assert status == 200, body
+    header_length = int(headers["inference-header-content-length"])
+    assert body[header_length:] == b"\x03\x00\x00\x00427"
+
+
+@pytest.mark.parametrize(
+    ("model", "body", "text"),
+    [
+        ("identity_bytes", b"427", "For BYTE datatype raw input 'INPUT0', the model must have "
+         "input shape [1]"),
+        ("identity_fp16_2d", b"\x00" * 8, "can not be deduced because there are more than one "
+         "variable-sized dimension"),
+        ("simple", b"\x00" * 64, "Raw request must only have 1 input (found 1) to be deduced but "
+         "got 2 inputs in"),
+    ],
+)  # fmt: skip
+def test_raw_binary_refusals_use_triton_texts(
+    server: ServingProcess, model: str, body: bytes, text: str
+) -> None:
+    status, _, payload = raw(server, "POST", f"/v2/models/{model}/infer", body,
+                             {"Inference-Header-Content-Length": "0"})  # fmt: skip
+    assert status == 400
+    assert text in json.loads(payload)["error"]
+
+
+@pytest.mark.parametrize(
+    ("model", "datatype", "value"),
+    [("identity_bytes", "BYTES", '"hi"'), ("identity_int64", "INT64", "7")],
+)
+@pytest.mark.parametrize(("depth", "accepted"), [(50, True), (96, True), (120, False)])
+def test_json_nesting_depth_limit(
+    server: ServingProcess, model: str, datatype: str, value: str, depth: int, accepted: bool
+) -> None:
+    nested = value
+    for _ in range(depth):
+        nested = f"[{nested}]"
+    shape = "[1,1]" if datatype == "BYTES" else "[4]"
+    data = nested if datatype == "BYTES" else f"[{nested},{value},{value},{value}]"
+    body = (
+        f'{{"inputs":[{{"name":"INPUT0","datatype":"{datatype}","shape":{shape},"data":{data}}}]}}'
+    )
+    status, _, payload = raw(server, "POST", f"/v2/models/{model}/infer", body.encode())
+    if accepted:
+        assert status == 200, payload
+    else:
+        assert status == 400
+        assert (
+            "JSON nesting depth exceeds maximum allowed limit (100)" in json.loads(payload)["error"]
+        )
+
+
 # -- errors (PROTOCOL.md §1.3) -------------------------------------------------------------
 
 
