@@ -196,3 +196,18 @@ def test_unloaded_model_refuses_inference_and_unload_of_unknown_is_a_no_op(
     assert "Request for unknown model" in caught.value.message()
     entries = [entry for entry in http.get_model_repository_index() if entry["name"] == MODEL]
     assert entries and all(entry.get("state", "UNAVAILABLE") != "READY" for entry in entries)
+
+
+def test_load_model_flag_loads_only_the_named_models_at_startup(repo: Path) -> None:
+    """``--model-control-mode=explicit --load-model=simple``: the rest stays unloaded."""
+    with (
+        run_server(repo, "--model-control-mode=explicit", "--load-model=simple") as running,
+        httpclient.InferenceServerClient(url=running.http) as client,
+    ):
+        assert client.is_model_ready(MODEL)
+        assert not client.is_model_ready("simple_string")
+        states = {
+            entry["name"]: entry.get("state") for entry in client.get_model_repository_index()
+        }
+        assert states[MODEL] == "READY"
+        assert states["simple_string"] != "READY"

@@ -85,7 +85,8 @@ def post_json(server: ServerProcess, model: str, payload: dict[str, Any]) -> Raw
 
 
 def is_live(server: ServerProcess) -> bool:
-    return httpclient.InferenceServerClient(url=server.http).is_server_live()
+    with httpclient.InferenceServerClient(url=server.http) as client:
+        return bool(client.is_server_live())
 
 
 # ------------------------------------------------------------------- L0_http: raw binary requests
