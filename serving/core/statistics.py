@@ -83,6 +83,11 @@ class ModelStatistics:
         # it current (Triton's nv_inference_pending_request_count).
         self.pending_request_count = 0
 
+    @property
+    def lock(self) -> threading.Lock:
+        """Hold it to read several counters as one consistent snapshot (metrics, live stats)."""
+        return self._lock
+
     def record_success(
         self,
         *,

@@ -10,10 +10,11 @@ import importlib
 import logging
 from typing import Any
 
-from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from serving.core.server import InferenceServer
+from serving.observability.metrics import generate_text
 
 logger = logging.getLogger("serving.metrics")
 
@@ -46,7 +47,7 @@ class MetricsApp:
         elif scope["method"] != "GET":
             status, body, content_type = 405, b"Method Not Allowed", b"text/plain"
         else:
-            status, body = 200, generate_latest(self._registry())
+            status, body = 200, generate_text(self._registry())
             content_type = CONTENT_TYPE_LATEST.encode()
         headers = [(b"content-type", content_type), (b"content-length", str(len(body)).encode())]
         await send({"type": "http.response.start", "status": status, "headers": headers})
