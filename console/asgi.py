@@ -2,10 +2,13 @@
 
 import os
 
+from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler
 from django.core.asgi import get_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings.local")
-django_asgi_app = get_asgi_application()
+# The console's stylesheet and scripts are served by the app itself (no separate web server in the
+# embedded default); a reverse proxy in front may serve /static/ from collectstatic instead.
+django_asgi_app = ASGIStaticFilesHandler(get_asgi_application())
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402

@@ -91,3 +91,17 @@ def passed_count(steps: Any) -> int:
 def lookup(mapping: Any, key: Any) -> Any:
     """``{{ actions|lookup:version.pk }}``: a dict entry by a variable key."""
     return mapping.get(key) if hasattr(mapping, "get") else None
+
+
+@register.filter
+def load_state(entry: Any) -> str:
+    """CSS class of a replica's version entry: an unload on purpose is not an error."""
+    state = str((entry or {}).get("state", ""))
+    if state == "UNAVAILABLE" and (entry.get("reason") or "") in ("", "unloaded"):
+        return "retired"
+    return state
+
+
+@register.filter
+def is_load_error(entry: Any) -> bool:
+    return load_state(entry) == "UNAVAILABLE"

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import json
 import re
 from typing import Any
 
@@ -121,3 +122,12 @@ def sample_request(config: Any | None) -> dict[str, Any]:
             {"name": t.name, "shape": shape, "datatype": datatype, "data": [value] * count}
         )
     return {"inputs": inputs}
+
+
+def sample_request_text(config: Any | None) -> str:
+    """The sample request as JSON, one input per line (a 256-element input stays readable)."""
+    inputs = sample_request(config)["inputs"]
+    if not inputs:
+        return '{\n  "inputs": []\n}'
+    lines = ",\n".join("    " + json.dumps(item) for item in inputs)
+    return '{\n  "inputs": [\n' + lines + "\n  ]\n}"

@@ -10,7 +10,7 @@ from django.shortcuts import render
 
 from console.views import reads, stats
 from console.views.access import ROLE_VIEWER, role_required
-from console.views.configs import parse_config, sample_request
+from console.views.configs import parse_config, sample_request_text
 
 SORTS = {
     "name": lambda r: r["model"].name.lower(),
@@ -87,10 +87,7 @@ def model_detail(request: HttpRequest, name: str) -> HttpResponse:
 
 
 def _sample_json(promoted: Any) -> str:
-    import json
-
-    config = parse_config(promoted.config_text) if promoted else None
-    return json.dumps(sample_request(config), indent=2)
+    return sample_request_text(parse_config(promoted.config_text) if promoted else None)
 
 
 def _serving(model: Any, promoted: Any) -> list[dict[str, Any]]:

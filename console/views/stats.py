@@ -1,49 +1,57 @@
-"""Requests/s and p95 per model, from the dashboards' live collector when it runs in this process.
+"""Requests/s and p95 per model over the last minute, for the models list.
 
-The collector belongs to the dashboards pages; the models list only borrows its latest frame.
-``None`` means no stats are available (the page shows "—").
+Borrowed from the dashboards' collector: its replica targets, its live-stats path and its fleet
+aggregation (rates add, p95 from merged histograms). A page load asks each live replica once, with
+a short timeout; ``None`` means no replica answered (the page shows "—").
 """
 
 from __future__ import annotations
 
-import importlib
 import logging
 from typing import Any
 
+import httpx
+
+from console.collector.aggregate import ReplicaSample, aggregate_fleet
+from console.collector.runner import LIVE_STATS_PATH
+from console.collector.sources import live_replica_targets
+
 logger = logging.getLogger(__name__)
 
-# Where the collector keeps its latest fleet frame: (module, function) tried in order.
-SOURCES = (("console.collector.service", "latest_frame"), ("console.collector", "latest_frame"))
+WINDOW = "60"
+FETCH_TIMEOUT_S = 0.5
 
 
-def _latest_frame() -> dict[str, Any] | None:
-    for module_name, attr in SOURCES:
-        try:
-            module = importlib.import_module(module_name)
-        except ImportError:
-            continue
-        function = getattr(module, attr, None)
-        if function is not None:
-            frame = function()
-            return frame if isinstance(frame, dict) else None
-    return None
+def _samples() -> list[ReplicaSample]:
+    samples = []
+    with httpx.Client(timeout=FETCH_TIMEOUT_S) as client:
+        for target in live_replica_targets():
+            try:
+                response = client.get(target.http_url + LIVE_STATS_PATH)
+                response.raise_for_status()
+                samples.append(ReplicaSample(target.replica_id, target.http_url, response.json()))
+            except (httpx.HTTPError, ValueError):
+                continue
+    return samples
 
 
 def model_stats() -> dict[str, dict[str, float | None]] | None:
-    """``{model: {"rps", "p95_ms"}}`` over the last minute, or None without a collector."""
+    """``{model: {"rps", "p95_ms"}}`` over the last minute, or None when no replica answered."""
     try:
-        frame = _latest_frame()
-    except Exception:  # noqa: BLE001 - stats are decoration; the page must still render
+        samples = _samples()
+        if not samples:
+            return None
+        frame = aggregate_fleet(samples, window=WINDOW)
+    except Exception:  # noqa: BLE001 - stats decorate the page; it must render without them
         logger.warning("live stats unavailable", exc_info=True)
         return None
-    if frame is None:
-        return None
     result: dict[str, dict[str, float | None]] = {}
-    for name, entry in (frame.get("models") or {}).items():
-        window = entry.get("60s") or entry.get("window_60s") or entry
+    for name, model in frame.get("models", {}).items():
+        combined: dict[str, Any] = model.get("combined", {})
+        p95_us = (combined.get("latency_us", {}).get("request") or {}).get("p95")
         result[name] = {
-            "rps": _number(window.get("rps", window.get("request_rate"))),
-            "p95_ms": _number((window.get("total") or {}).get("p95_ms", window.get("p95_ms"))),
+            "rps": _number(combined.get("requests_per_s")),
+            "p95_ms": _number(p95_us) / 1000 if _number(p95_us) is not None else None,
         }
     return result
 

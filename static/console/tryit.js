@@ -39,8 +39,8 @@ if (form) {
       } else {
         errorBox.hidden = true;
         body.innerHTML = answer.outputs.map((o) => `<tr><td class="mono">${escape(o.name)}</td>
-          <td>${escape(o.datatype)}</td><td class="mono">[${escape(o.shape.join(", "))}]</td>
-          <td class="mono">${escape(JSON.stringify(o.data).slice(0, 400))}</td></tr>`).join("");
+          <td>${escape(o.datatype)}</td><td class="mono nowrap">[${escape(o.shape.join(", "))}]</td>
+          <td class="mono data">${escape(JSON.stringify(o.data).slice(0, 600))}</td></tr>`).join("");
         latency.textContent = `${answer.model_name} v${answer.model_version ?? "?"} answered in ${data.latency_ms} ms`;
       }
     } catch (error) {

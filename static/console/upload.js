@@ -11,6 +11,8 @@ const files = []; // {file, path, session, sent, done, row}
 const $ = (id) => document.getElementById(id);
 
 const showError = (text) => { $("upload-error").hidden = !text; $("upload-error").textContent = text || ""; };
+const human = (bytes) => (bytes < 1e3 ? `${bytes} B` : bytes < 1e6 ? `${(bytes / 1e3).toFixed(1)} KB`
+  : bytes < 1e9 ? `${(bytes / 1e6).toFixed(1)} MB` : `${(bytes / 1e9).toFixed(2)} GB`);
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
 async function api(url, options = {}) {
@@ -86,11 +88,11 @@ function render() {
   const bar = $("upload-progress");
   bar.setAttribute("aria-valuenow", String(percent));
   bar.firstElementChild.style.width = `${percent}%`;
-  $("upload-bytes").textContent = `${percent}% · ${(sent / 1e6).toFixed(1)} of ${(total / 1e6).toFixed(1)} MB`;
+  $("upload-bytes").textContent = `${percent}% · ${human(sent)} of ${human(total)}`;
   const allDone = files.length > 0 && files.every((f) => f.done);
   $("upload-label").textContent = allDone ? "Uploaded" : files.some((f) => f.error) ? "Upload failed" : "Uploading…";
   for (const f of files) {
-    f.row.innerHTML = `<span class="mono">${escape(f.path)}</span><span class="muted small">${(f.file.size / 1e6).toFixed(2)} MB</span>
+    f.row.innerHTML = `<span class="mono">${escape(f.path)}</span><span class="muted small">${human(f.file.size)}</span>
       <span class="small ${f.error ? "error" : "muted"}">${escape(f.error || (f.done ? "uploaded" : f.note || `${Math.floor((f.sent / (f.file.size || 1)) * 100)}%`))}</span>`;
   }
   $("create-version").disabled = !allDone || root.dataset.busy === "1";

@@ -4,6 +4,7 @@ it, the model dashboard's charts updating every second, and a promote showing up
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import socket
 import subprocess
@@ -65,12 +66,7 @@ def serving_url(tmp_path: Path) -> Iterator[str]:
         )
         yield url
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        _stop(proc)
         log.close()
 
 
@@ -101,27 +97,50 @@ class Load:
 
 
 @pytest.fixture
-def console_url(serving_url: str, settings: Any) -> Iterator[str]:
-    """The console's ASGI app (pages, static files, WebSockets) under uvicorn in a thread of this
-    process, so it shares the test database; its collector polls the replica above."""
-    import uvicorn
-    from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler
+def console_url(serving_url: str, tmp_path: Path) -> Iterator[str]:
+    """The console (pages, static files, WebSockets, its collector polling the replica above) under
+    uvicorn in a subprocess sharing the test database, as ``runconsole`` runs it."""
+    from django.db import connection
 
-    from console.asgi import application
-
-    settings.PORTICO_DASHBOARD_REPLICA_URLS = [serving_url]
+    if connection.vendor == "sqlite" and connection.creation.is_in_memory_db(
+        connection.settings_dict["NAME"]
+    ):
+        pytest.skip("a console process cannot share an in-memory SQLite test database")
     port = _free_port()
-    config = uvicorn.Config(
-        ASGIStaticFilesHandler(application), host="127.0.0.1", port=port, log_level="warning",
-        lifespan="off", ws="websockets-sansio",
+    shared = {"db_name": connection.settings_dict["NAME"], "replica_urls": [serving_url]}
+    env = dict(
+        os.environ,
+        PORTICO_TEST_CONSOLE=json.dumps(shared),
+        DJANGO_SETTINGS_MODULE="tests.console.browser.dashboard_console",
+        PYTHONUNBUFFERED="1",
+    )
+    log = (tmp_path / "console.log").open("wb")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "uvicorn", "--factory",
+         "tests.console.browser.dashboard_console:application_with_static",
+         "--host", "127.0.0.1", "--port", str(port), "--lifespan", "off", "--log-level", "warning"],
+        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
     )  # fmt: skip
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    _wait_for(lambda: server.started, timeout_s=20, what="the console server")
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(timeout=20)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        _wait_for(
+            lambda: httpx.get(f"{url}/login/", timeout=1).status_code == 200,
+            timeout_s=60,
+            what="the console",
+        )
+        yield url
+    finally:
+        _stop(proc)
+        log.close()
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 @pytest.fixture

@@ -4,7 +4,7 @@ polling the row (one code path), refusal without a role."""
 from __future__ import annotations
 
 import pytest
-from asgiref.sync import sync_to_async
+from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 from channels.routing import URLRouter
 from channels.testing import WebsocketCommunicator
@@ -15,6 +15,15 @@ from repository.services.live import version_group_name
 from tests.factories import ModelVersionFactory, UserFactory
 
 pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture(autouse=True)
+def _close_thread_connections():  # type: ignore[no-untyped-def]
+    """Connections opened in the async tests' worker threads are closed, not garbage-collected."""
+    yield
+    from django.db import connections
+
+    connections.close_all()
 
 
 def _communicator(version_id: int, user) -> WebsocketCommunicator:  # type: ignore[no-untyped-def]
@@ -31,7 +40,7 @@ def validating():  # type: ignore[no-untyped-def]
 
 
 async def test_steps_arrive_as_the_row_changes(validating):
-    user = await sync_to_async(UserFactory)(username="watcher", role="viewer")
+    user = await database_sync_to_async(UserFactory)(username="watcher", role="viewer")
     communicator = _communicator(validating.pk, user)
     connected, _ = await communicator.connect()
     assert connected
@@ -39,7 +48,7 @@ async def test_steps_arrive_as_the_row_changes(validating):
     assert first["state"] == "validating" and first["steps"] == []
 
     step = {"name": "config", "status": "passed", "message": "ok", "duration_ms": 4}
-    await sync_to_async(ModelVersion.objects.filter(pk=validating.pk).update)(
+    await database_sync_to_async(ModelVersion.objects.filter(pk=validating.pk).update)(
         validation_steps=[step]
     )
     layer = get_channel_layer()
@@ -50,7 +59,7 @@ async def test_steps_arrive_as_the_row_changes(validating):
     second = await communicator.receive_json_from(timeout=5)
     assert second["steps"] == [step]
 
-    await sync_to_async(ModelVersion.objects.filter(pk=validating.pk).update)(
+    await database_sync_to_async(ModelVersion.objects.filter(pk=validating.pk).update)(
         state="failed", validation_error="load: not an ONNX model"
     )
     final = await communicator.receive_json_from(timeout=5)  # found by polling
@@ -59,14 +68,14 @@ async def test_steps_arrive_as_the_row_changes(validating):
 
 
 async def test_a_user_without_a_role_is_refused(validating):
-    user = await sync_to_async(UserFactory)(username="nobody")
+    user = await database_sync_to_async(UserFactory)(username="nobody")
     communicator = _communicator(validating.pk, user)
     connected, code = await communicator.connect()
     assert not connected and code == 4403
 
 
 async def test_a_missing_version_says_so(validating):
-    user = await sync_to_async(UserFactory)(username="watcher2", role="viewer")
+    user = await database_sync_to_async(UserFactory)(username="watcher2", role="viewer")
     communicator = _communicator(999999, user)
     await communicator.connect()
     message = await communicator.receive_json_from(timeout=5)

@@ -126,4 +126,4 @@ def test_try_it_unknown_model_is_404_and_get_is_405(viewer_client, catalog):
 def test_model_page_prefills_a_sample_request(viewer_client, catalog):
     body = viewer_client.get(reverse("console:model-detail", args=["mlp"])).content.decode()
     assert "&quot;name&quot;: &quot;INPUT0&quot;" in body
-    assert "&quot;shape&quot;: [\n        1,\n        4\n      ]" in body
+    assert "&quot;shape&quot;: [1, 4]" in body

@@ -1,0 +1,196 @@
+"""The console's real flows in Chromium against a live console, Celery worker and serving replica.
+
+One story, in order, because each step builds on the last (and starting the platform once keeps
+the suite short): sign in; upload an ONNX model in chunks with a dropped connection, watching the
+progress bar; validation steps arrive live until ready; promote and watch the replica switch over;
+"Try it"; a broken upload fails with its reason; a second good version is promoted and rolled back;
+a Python model is approved by a second user (an admin) and promoted; tokens, audit log, replicas.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from repository.demo_models import write_corrupt_onnx, write_onnx_mlp, write_python_add_sub
+from repository.models import ModelVersion
+from tests.factories import UserFactory
+
+pytestmark = [pytest.mark.browser, pytest.mark.timeout(420)]
+
+VALIDATION_TIMEOUT_MS = 150_000
+SWITCH_TIMEOUT_MS = 90_000
+CHUNK_BYTES = 256 * 1024
+
+# Small chunks so a few-MB model takes many requests; record every value the progress bar shows.
+OBSERVE_UPLOAD = f"""
+window.porticoUploadChunkBytes = {CHUNK_BYTES};
+window.__progress = [];
+document.addEventListener("DOMContentLoaded", () => {{
+  const bar = document.getElementById("upload-progress");
+  if (!bar) return;
+  new MutationObserver(() => window.__progress.push(Number(bar.getAttribute("aria-valuenow"))))
+    .observe(bar, {{attributes: true, attributeFilter: ["aria-valuenow"]}});
+}});
+"""
+
+
+def upload(session: Any, model: str, files: list[Path], *, expect: str) -> dict[str, Any]:
+    """Upload ``files`` as a new version of ``model``; wait for validation to end in ``expect``."""
+    page = session.page
+    page.goto(f"/upload/?model={model}")
+    page.set_input_files("#file-input", [str(f) for f in files])
+    page.wait_for_selector("#create-version:not([disabled])", timeout=60_000)
+    page.click("#create-version")
+    page.wait_for_selector(f"#validation[data-state={expect}]", timeout=VALIDATION_TIMEOUT_MS)
+    href = page.get_attribute("#version-link", "href")
+    number = int(re.search(r"/versions/(\d+)/", href).group(1))  # type: ignore[union-attr]
+    return {"href": href, "number": number}
+
+
+def confirm(session: Any, selector: str, expected_text: str) -> None:
+    page = session.page
+    page.click(selector)
+    page.wait_for_selector("#changes")
+    assert expected_text in page.inner_text("#changes")
+    page.click("#confirm")
+    page.wait_for_selector(".messages")
+
+
+def test_console_flows(platform, session_factory, tmp_path):
+    UserFactory(username="dana", role="deployer")
+    UserFactory(username="ada", role="admin")
+    repo = tmp_path / "models"
+    repo.mkdir()
+    onnx_file = write_onnx_mlp(repo, "mlp") / "1" / "model.onnx"
+    corrupt_file = write_corrupt_onnx(repo, "broken") / "1" / "model.onnx"
+    python_dir = write_python_add_sub(repo, "add_sub")
+
+    session = session_factory(platform.console_url)
+    page = session.page
+    page.goto("/")
+    session.shot("01-sign-in")
+    session.sign_in("dana")
+    assert page.locator(".empty", has_text="No models yet").is_visible()
+    session.shot("02-models-empty")
+
+    # --- upload in chunks, with one chunk's connection dropped -----------------------------------
+    session.context.add_init_script(OBSERVE_UPLOAD)
+    dropped: list[str] = []
+
+    def drop_third_chunk(route: Any) -> None:
+        if route.request.method == "PUT":
+            dropped.append(route.request.url)
+            if len(dropped) == 3:
+                route.abort("connectionreset")
+                return
+        route.continue_()
+
+    page.route("**/uploads/sessions/*/", drop_third_chunk)
+    page.goto("/upload/?model=mlp")
+    page.set_input_files("#file-input", str(onnx_file))
+    page.wait_for_selector("#create-version:not([disabled])", timeout=60_000)
+    page.unroute("**/uploads/sessions/*/")
+    progress = page.evaluate("window.__progress")
+    size = onnx_file.stat().st_size
+    assert len(dropped) > size // CHUNK_BYTES, "every chunk went as its own request (+1 retried)"
+    assert any(0 < value < 100 for value in progress), progress
+    assert progress[-1] == 100
+    assert "INPUT0" in page.input_value("#config-editor")  # auto-complete prefilled the editor
+    session.shot("03-upload-done")
+    page.click("#create-version")
+    page.wait_for_selector("#validation-steps li", timeout=VALIDATION_TIMEOUT_MS)
+    page.wait_for_selector("#validation[data-state=ready]", timeout=VALIDATION_TIMEOUT_MS)
+    assert page.locator("#validation-steps li.passed").count() >= 2
+    session.shot("04-upload-validated")
+    version = ModelVersion.objects.get(model__name="mlp", number=1)
+    assert version.size == size and version.state == "ready"
+
+    page.click("#version-link")
+    page.wait_for_selector("#config")
+    assert page.locator("#config .autocompleted").count() == 0  # the prefilled config was kept
+    session.shot("05-version-ready")
+
+    # --- promote; the replica switches over ------------------------------------------------------
+    page.goto("/models/mlp/")
+    confirm(session, "[data-action=promote]", "mlp v1 becomes the promoted version")
+    assert "mlp v1 is promoted" in page.inner_text(".messages")
+    page.wait_for_selector("#serving-table >> text=v1 live", timeout=SWITCH_TIMEOUT_MS)
+    session.shot("06-model-promoted")
+
+    # --- try it ----------------------------------------------------------------------------------
+    page.click("#try-form button[type=submit]")
+    page.wait_for_selector("#try-outputs tbody tr")
+    assert "OUTPUT0" in page.inner_text("#try-outputs")
+    assert re.search(r"answered in [\d.]+ ms", page.inner_text("#try-latency"))
+    session.page.locator("#try").screenshot(
+        path=str(session.shot("07-try-it").with_name("07-try-it-card.png"))
+    )
+
+    # --- a broken model fails with the step and the reason ---------------------------------------
+    broken = upload(session, "mlp", [corrupt_file], expect="failed")
+    summary = page.inner_text("#validation-summary")
+    assert "Validation failed at" in summary, summary
+    session.shot("08-upload-failed")
+    page.goto(broken["href"])
+    assert page.locator(".errorbox", has_text="Validation failed at").is_visible()
+    session.shot("09-version-failed")
+
+    # --- a second good version, promoted, then rolled back ---------------------------------------
+    good = upload(session, "mlp", [onnx_file], expect="ready")
+    page.goto("/models/mlp/")
+    confirm(
+        session,
+        f"tr[data-version='{good['number']}'] [data-action=promote]",
+        "v1, promoted now, becomes retired",
+    )
+    page.wait_for_selector(
+        f"#serving-table >> text=v{good['number']} live", timeout=SWITCH_TIMEOUT_MS
+    )
+    confirm(session, "[data-action=rollback]", "v1 becomes the promoted version again")
+    assert "Rolled back: mlp v1 is promoted again" in page.inner_text(".messages")
+    page.wait_for_selector("#serving-table >> text=v1 live", timeout=SWITCH_TIMEOUT_MS)
+    session.shot("10-model-rolled-back")
+
+    # --- Python code needs a second person's approval --------------------------------------------
+    upload(
+        session,
+        "add_sub",
+        [python_dir / "1" / "model.py", python_dir / "config.pbtxt"],
+        expect="ready",
+    )
+    page.goto("/models/add_sub/")
+    assert page.locator("[data-action=promote]").count() == 0  # not approved yet
+    assert page.locator("[data-action=approve]").count() == 0  # deployers cannot approve
+    session.sign_out()
+    session.sign_in("ada")
+    page.goto("/models/add_sub/")
+    confirm(session, "[data-action=approve]", "carries Python code uploaded by dana")
+    assert "add_sub v1 is approved" in page.inner_text(".messages")
+    confirm(session, "[data-action=promote]", "add_sub v1 becomes the promoted version")
+    page.wait_for_selector("#serving-table >> text=v1 live", timeout=SWITCH_TIMEOUT_MS)
+    session.shot("11-python-approved-promoted")
+
+    # --- the other pages -------------------------------------------------------------------------
+    page.goto("/")
+    assert page.locator("tr", has_text="add_sub").is_visible()
+    session.shot("12-models")
+    page.goto("/events/?model=mlp")
+    assert page.locator("table.events tr", has_text="rollback").count() >= 1
+    session.shot("13-audit-log")
+    page.goto("/tokens/")
+    page.fill("input[name=name]", "ci-deploy")
+    page.select_option("select[name=role]", "deployer")
+    page.click("text=Create token")
+    key = page.inner_text("#new-token-key").strip()
+    assert len(key) > 20
+    session.shot("14-tokens")
+    page.reload()
+    assert key not in page.content()
+    page.goto("/replicas/")
+    assert page.locator(".badge.ready", has_text="live").count() == 1
+    session.shot("15-replicas")
+    assert session.errors == [], session.errors
