@@ -19,7 +19,7 @@ from datetime import timedelta
 from typing import Any
 
 import httpx
-from asgiref.sync import sync_to_async
+from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 from django.conf import settings
 from django.utils import timezone
@@ -109,10 +109,18 @@ class Collector:
 
     @property
     def running(self) -> bool:
-        return self._task is not None and not self._task.done()
+        """Running on the current event loop (a task left on a finished loop does not count)."""
+        if self._task is None or self._task.done():
+            return False
+        try:
+            return self._task.get_loop() is asyncio.get_running_loop()
+        except RuntimeError:
+            return False
 
     def start(self) -> None:
         if not self.running:
+            if self._task is not None:  # left on another loop (a restarted server): start afresh
+                self._lease = _PublishLease(getattr(settings, "REDIS_URL", ""))
             # NOTE: httpx logs every request at INFO; one line per replica per second is noise.
             logging.getLogger("httpx").setLevel(
                 max(logging.WARNING, logging.getLogger("httpx").level)
@@ -120,12 +128,15 @@ class Collector:
             self._task = asyncio.get_running_loop().create_task(self._run(), name="dashboards")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
+        task, self._task = self._task, None
+        if task is not None and task.get_loop() is asyncio.get_running_loop():
+            task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
-        await self._lease.close()
+                await task
+        elif task is not None and not task.get_loop().is_closed():
+            task.get_loop().call_soon_threadsafe(task.cancel)
+        if task is None or task.get_loop() is asyncio.get_running_loop():
+            await self._lease.close()
 
     async def _run(self) -> None:
         async with httpx.AsyncClient(timeout=self.timeout_s) as client:
@@ -140,7 +151,7 @@ class Collector:
 
     async def tick(self, client: httpx.AsyncClient) -> dict[str, Any]:
         """Poll, aggregate, remember and publish one frame."""
-        targets = await sync_to_async(live_replica_targets)()
+        targets = await database_sync_to_async(live_replica_targets)()
         samples = await asyncio.gather(*(self._fetch(client, target) for target in targets))
         now = time.time()
         frame = aggregate_fleet(samples)
@@ -185,11 +196,11 @@ class Collector:
 
     async def _load_recent_markers(self) -> None:
         since = timezone.now() - timedelta(seconds=HISTORY_S)
-        markers = await sync_to_async(version_markers)(since=since)
+        markers = await database_sync_to_async(version_markers)(since=since)
         self._remember(markers)
 
     async def _poll_markers(self) -> list[dict[str, Any]]:
-        markers = await sync_to_async(version_markers)(after_id=self._last_marker_id)
+        markers = await database_sync_to_async(version_markers)(after_id=self._last_marker_id)
         return self._remember(markers)
 
     def _remember(self, markers: list[Any]) -> list[dict[str, Any]]:
