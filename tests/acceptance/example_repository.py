@@ -21,6 +21,7 @@ from repository import demo_models as dm
 
 ONNX_OPSET = 17
 ONNX_IR_VERSION = 8
+SHORT_IDLE_US = 500_000
 
 
 def _save_onnx(
@@ -95,7 +96,9 @@ instance_group [ {{ kind: KIND_CPU count: 1 }} ]
 """
 
 
-def write_simple_sequence(repo: Path, name: str = "simple_sequence") -> Path:
+def write_simple_sequence(
+    repo: Path, name: str = "simple_sequence", *, idle_us: int | None = None
+) -> Path:
     """Direct sequence batching; the stateless graph OUTPUT = READY * (INPUT + START)."""
     model_dir = repo / name
     int32 = onnx.TensorProto.INT32
@@ -109,7 +112,10 @@ def write_simple_sequence(repo: Path, name: str = "simple_sequence") -> Path:
         [_tensor("OUTPUT", int32, shape)],
         model_dir / "1" / "model.onnx",
     )
-    _write_config(model_dir, text_format.Parse(SEQUENCE_CONFIG.format(name=name), mc.ModelConfig()))
+    cfg = text_format.Parse(SEQUENCE_CONFIG.format(name=name), mc.ModelConfig())
+    if idle_us is not None:
+        cfg.sequence_batching.max_sequence_idle_microseconds = idle_us
+    _write_config(model_dir, cfg)
     return model_dir
 
 
@@ -210,6 +216,7 @@ def write_client_examples_repository(repo: Path) -> None:
 
 
 def write_sequence_repository(repo: Path) -> None:
-    """The sequence client examples' models."""
+    """The sequence examples' models, and a simple_sequence copy with a 0.5 s idle time."""
     write_simple_sequence(repo)
     write_simple_dyna_sequence(repo)
+    write_simple_sequence(repo, "simple_sequence_idle", idle_us=SHORT_IDLE_US)

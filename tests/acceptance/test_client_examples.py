@@ -617,3 +617,27 @@ def test_grpc_standard_health_service(server: ServerProcess) -> None:
     with grpc_lib.insecure_channel(server.grpc) as channel:
         reply = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest())
     assert reply.status == health_pb2.HealthCheckResponse.SERVING
+
+
+# ----------------------------------------- classification extension (image_client.py's class_count)
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_classification_class_count(
+    protocol: str, http: httpclient.InferenceServerClient, grpc: grpcclient.InferenceServerClient
+) -> None:
+    """``InferRequestedOutput(name, class_count=k)``: top-k "value:index" strings per batch item."""
+    module: Any = httpclient if protocol == "http" else grpcclient
+    client: Any = http if protocol == "http" else grpc
+    input0, input1 = simple_data()  # OUTPUT0 = 1..16
+    inputs = [module.InferInput("INPUT0", [1, 16], "INT32"),
+              module.InferInput("INPUT1", [1, 16], "INT32")]  # fmt: skip
+    inputs[0].set_data_from_numpy(input0)
+    inputs[1].set_data_from_numpy(input1)
+    outputs = [module.InferRequestedOutput("OUTPUT0", class_count=3)]
+    result = client.infer(MODEL, inputs, outputs=outputs)
+    classes = result.as_numpy("OUTPUT0")
+    assert classes is not None
+    assert classes.shape == (1, 3)
+    decoded = [c.decode() if isinstance(c, bytes) else c for c in classes[0]]
+    assert decoded == ["16:15", "15:14", "14:13"]

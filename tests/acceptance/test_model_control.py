@@ -21,14 +21,18 @@ import tritonclient.http as httpclient
 import tritonclient.http.aio as httpclient_aio
 from tritonclient.utils import InferenceServerException
 
-from tests.acceptance.example_repository import write_client_examples_repository
+from tests.acceptance.example_repository import (
+    write_client_examples_repository,
+    write_simple_ensemble,
+)
 from tests.acceptance.expectations import assert_add_sub, simple_data
 from tests.acceptance.server import ServerProcess, run_server
 
 pytestmark = pytest.mark.embedded
 
 MODEL = "simple"
-MODELS_IN_REPOSITORY = 4
+MODELS_IN_REPOSITORY = 5
+ENSEMBLE = "ensemble_add_sub_int32_int32_int32"
 INVALID_OVERRIDE = '"parameters": {"config": {{"max_batch_size": "16"}}}'
 VALID_OVERRIDE = '{"max_batch_size":"16"}'
 
@@ -37,6 +41,7 @@ VALID_OVERRIDE = '{"max_batch_size":"16"}'
 def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("model-control")
     write_client_examples_repository(path)
+    write_simple_ensemble(path, ENSEMBLE)
     return path
 
 
@@ -68,7 +73,7 @@ def test_explicit_mode_starts_with_nothing_loaded(
     index = http.get_model_repository_index()
     assert len(index) == MODELS_IN_REPOSITORY
     assert {entry["name"] for entry in index} == {"simple", "simple_string", "simple_identity",
-                                                   "add_sub"}  # fmt: skip
+                                                   "add_sub", ENSEMBLE}  # fmt: skip
     request = urllib.request.Request(
         f"http://{server.http}/v2/repository/index", data=b'{"ready": true}', method="POST"
     )
@@ -211,3 +216,21 @@ def test_load_model_flag_loads_only_the_named_models_at_startup(repo: Path) -> N
         }
         assert states[MODEL] == "READY"
         assert states["simple_string"] != "READY"
+
+
+def test_ensemble_load_brings_composing_model_and_unload_dependents_removes_it(
+    http: httpclient.InferenceServerClient,
+) -> None:
+    """L0_lifecycle: loading an ensemble loads ``simple``; ``unload_dependents`` unloads it too."""
+    http.load_model(ENSEMBLE)
+    assert http.is_model_ready(ENSEMBLE)
+    assert http.is_model_ready(MODEL)
+
+    http.unload_model(ENSEMBLE)
+    assert not http.is_model_ready(ENSEMBLE)
+    assert http.is_model_ready(MODEL)  # composing models stay without unload_dependents
+
+    http.load_model(ENSEMBLE)
+    http.unload_model(ENSEMBLE, unload_dependents=True)
+    assert not http.is_model_ready(ENSEMBLE)
+    assert not http.is_model_ready(MODEL)

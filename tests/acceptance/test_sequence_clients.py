@@ -10,6 +10,7 @@ on the END request. The string-id run uses a UUID with ``simple_sequence`` (expe
 from __future__ import annotations
 
 import queue
+import time
 import uuid
 from collections.abc import Iterator
 from functools import partial
@@ -23,7 +24,7 @@ import tritonclient.http as httpclient
 import tritonclient.http.aio as httpclient_aio
 from tritonclient.utils import InferenceServerException
 
-from tests.acceptance.example_repository import write_sequence_repository
+from tests.acceptance.example_repository import SHORT_IDLE_US, write_sequence_repository
 from tests.acceptance.expectations import SEQUENCE_VALUES, sequence_expected
 from tests.acceptance.server import ServerProcess, run_server
 
@@ -255,3 +256,30 @@ def test_sequence_without_start_is_refused(
     assert "must specify the START flag on the first request of the sequence" in (
         caught.value.message()
     )
+
+
+def test_idle_sequence_is_released_and_needs_a_new_start(
+    grpc: grpcclient.InferenceServerClient,
+) -> None:
+    """L0_sequence_batcher: after max_sequence_idle_microseconds the sequence is gone."""
+    model, sequence_id = "simple_sequence_idle", 5555
+
+    def send(value: int, *, start: bool = False, end: bool = False) -> int:
+        inputs = [grpcclient.InferInput("INPUT", [1, 1], "INT32")]
+        inputs[0].set_data_from_numpy(np.full((1, 1), value, dtype=np.int32))
+        result = grpc.infer(
+            model_name=model, inputs=inputs, sequence_id=sequence_id,
+            sequence_start=start, sequence_end=end,
+        )  # fmt: skip
+        return int(result.as_numpy("OUTPUT")[0][0])
+
+    assert send(0, start=True) == 1
+    assert send(5) == 5
+    time.sleep(SHORT_IDLE_US / 1e6 * 3)
+    with pytest.raises(InferenceServerException) as caught:
+        send(7)
+    assert "must specify the START flag on the first request of the sequence" in (
+        caught.value.message()
+    )
+    assert send(0, start=True) == 1
+    assert send(1, end=True) == 1

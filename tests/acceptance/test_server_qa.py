@@ -421,3 +421,21 @@ def test_queue_timeout_rejects_with_503(http: httpclient.InferenceServerClient) 
     assert errors, "the queued request outlived its 200 ms queue timeout"
     assert errors[0].status() == "503"
     assert "Request timeout expired" in errors[0].message()
+
+
+def test_dynamic_batcher_never_merges_different_shapes(
+    http: httpclient.InferenceServerClient,
+) -> None:
+    """L0_batcher variable-shape cases: requests whose [-1] dims differ are batched apart."""
+    model = "batcher_preferred"
+    pending = []
+    for width in (2, 3, 2, 3):
+        inputs = [httpclient.InferInput("INPUT0", [1, width], "FP32")]
+        inputs[0].set_data_from_numpy(np.full((1, width), width, dtype=np.float32))
+        pending.append((width, http.async_infer(model, inputs)))
+    for width, request in pending:
+        result = request.get_result()
+        output = result.as_numpy("OUTPUT0")
+        assert output is not None
+        np.testing.assert_array_equal(output, np.full((1, width), width, dtype=np.float32))
+        assert int(result.as_numpy("BATCH_SIZE")[0][0]) <= 2
