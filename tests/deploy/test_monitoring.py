@@ -63,3 +63,11 @@ def test_prometheus_scrapes_every_serving_replica_of_the_compose_stack() -> None
     assert all(t.endswith(":8002") for t in targets)
     for service in ("prometheus", "grafana"):
         assert compose["services"][service]["profiles"] == ["monitoring"]
+
+
+def test_every_metric_the_dashboard_queries_is_declared_by_serving() -> None:
+    source = "".join(p.read_text() for p in (ROOT / "serving" / "observability").glob("*.py"))
+    names = {n for expr in _exprs() for n in re.findall(r"\b((?:nv|portico)_[a-z_]+)", expr)}
+    for name in names:
+        family = re.sub(r"_(bucket|total)$", "", name)
+        assert f'"{family}' in source or f'"{name}' in source, name
