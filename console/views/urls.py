@@ -3,7 +3,18 @@
 from django.urls import path
 
 from console.uploads import views as uploads
-from console.views import actions, events, golden, models, replicas, tokens, tryit, upload, versions
+from console.views import (
+    actions,
+    events,
+    golden,
+    models,
+    replicas,
+    tokens,
+    tryit,
+    upload,
+    users,
+    versions,
+)
 
 app_name = "console"
 
@@ -44,4 +55,6 @@ urlpatterns = [
     path("tokens/", tokens.token_list, name="token-list"),
     path("tokens/<int:token_id>/revoke/", tokens.token_revoke, name="token-revoke"),
     path("replicas/", replicas.replica_list, name="replica-list"),
+    path("users/", users.user_list, name="user-list"),
+    path("users/<int:user_id>/role/", users.user_role_update, name="user-role"),
 ]

@@ -7,6 +7,8 @@ from django.urls import reverse
 
 from tests.console.views.conftest import signed_in
 
+pytestmark = pytest.mark.embedded
+
 VIEWER_PAGES = [
     ("console:model-list", []),
     ("console:model-detail", ["mlp"]),

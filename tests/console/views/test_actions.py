@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import pytest
 from django.urls import reverse
 
 from repository.models import Event
 from tests.console.views.conftest import signed_in
+
+pytestmark = pytest.mark.embedded
 
 
 def test_promote_confirmation_says_what_changes(deployer_client, catalog):

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from django.urls import reverse
 
 from repository.models import GoldenRequest
 from tests.factories import GoldenRequestFactory
+
+pytestmark = pytest.mark.embedded
 
 INPUTS = {"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [1, 4], "data": [1, 2, 3, 4]}]}
 

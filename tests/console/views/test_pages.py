@@ -13,6 +13,8 @@ from repository.models import ServingReplica
 from repository.services import event_record
 from tests.factories import ModelFactory, ModelVersionFactory
 
+pytestmark = pytest.mark.embedded
+
 
 @pytest.fixture
 def replica(db):  # type: ignore[no-untyped-def]

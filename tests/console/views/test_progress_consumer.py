@@ -14,7 +14,8 @@ from repository.models import ModelVersion
 from repository.services.live import version_group_name
 from tests.factories import ModelVersionFactory, UserFactory
 
-pytestmark = pytest.mark.django_db(transaction=True)
+# Pages and consumers read the same rows on SQLite: they also run in the embedded pass.
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.embedded]
 
 
 @pytest.fixture(autouse=True)

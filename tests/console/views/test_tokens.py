@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import pytest
 from django.urls import reverse
 
 from repository.models import ApiToken, Event
 from repository.services import api_token_authenticate
+
+pytestmark = pytest.mark.embedded
 
 
 def test_create_shows_the_key_once(admin_client, admin_user):

@@ -13,6 +13,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from django.urls import reverse
 
+pytestmark = pytest.mark.embedded
+
 
 class _Serving(BaseHTTPRequestHandler):
     def do_POST(self) -> None:  # noqa: N802 - http.server's naming

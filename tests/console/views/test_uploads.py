@@ -13,6 +13,8 @@ from repository.demo_models import write_onnx_identity
 from repository.models import ModelVersion
 from tests.console.views.conftest import signed_in
 
+pytestmark = pytest.mark.embedded
+
 
 def open_session(client, path: str, size: int) -> dict:
     response = client.post(
