@@ -38,6 +38,7 @@ class ServingSettings:
     registry_poll_s: float = 2.0
     heartbeat_interval_s: float = 5.0
     replica_id: str = ""
+    replica_address: str = ""  # host name other replicas and the console reach this one by
     advertised_http_url: str = ""
     redis_url: str = ""
     cpu_count: int = 0  # 0: os.cpu_count()
@@ -112,6 +113,7 @@ _ENV_FIELDS: dict[str, tuple[str, type]] = {
     "SERVING_HEARTBEAT_SECS": ("heartbeat_interval_s", float),
     "SERVING_REPLICA_ID": ("replica_id", str),
     "SERVING_ADVERTISED_HTTP_URL": ("advertised_http_url", str),
+    "SERVING_REPLICA_ADDRESS": ("replica_address", str),
     "SERVING_CPU_COUNT": ("cpu_count", int),
     "SERVING_GPU_COUNT": ("gpu_count", int),
 }

@@ -92,7 +92,7 @@ class RegistrySource:
     def set_endpoints(self, *, http_port: int | None) -> None:
         """Called once ports are bound: the URL the heartbeat advertises."""
         if not self.http_url and http_port is not None:
-            host = self.settings.host
+            host = self.settings.replica_address or self.settings.host
             if host in ("0.0.0.0", "::", ""):
                 host = socket.gethostname()
             self.http_url = f"http://{host}:{http_port}"
