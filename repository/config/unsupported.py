@@ -89,8 +89,16 @@ def _sequence(cfg: mc.ModelConfig) -> list[str]:
         return []
     seq = cfg.sequence_batching
     problems = []
-    if len(seq.state) > 0:
-        problems.append(f"sequence_batching.state: implicit state is {NOT_SUPPORTED}")
+    # Implicit state is carried by the sequence batcher (serving.schedulers.sequence_tensors).
+    for index, state in enumerate(seq.state):
+        if not state.input_name or not state.output_name:
+            problems.append(
+                f"sequence_batching.state[{index}]: input_name and output_name must not be empty"
+            )
+        if state.use_growable_memory:
+            problems.append(
+                f"sequence_batching.state[{index}].use_growable_memory: {NOT_SUPPORTED}"
+            )
     if seq.iterative_sequence:
         problems.append(f"sequence_batching.iterative_sequence: {NOT_SUPPORTED}")
     return problems

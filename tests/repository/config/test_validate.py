@@ -200,8 +200,13 @@ CASES = [
         "sequence_batching.oldest.preferred_batch_size: preferred batch size 9 must be in",
     ),
     (
-        ONNX + IO + 'sequence_batching { state { input_name: "a" output_name: "b" } }',
-        "sequence_batching.state: implicit state is not supported by Portico",
+        ONNX + IO + 'sequence_batching { state { input_name: "a" output_name: "" } }',
+        "sequence_batching.state[0]: input_name and output_name must not be empty",
+    ),
+    (
+        ONNX + IO + 'sequence_batching { state { input_name: "a" output_name: "b" '
+        "use_growable_memory: true } }",
+        "sequence_batching.state[0].use_growable_memory: not supported by Portico",
     ),
     (
         ONNX + IO + "sequence_batching { iterative_sequence: true }",

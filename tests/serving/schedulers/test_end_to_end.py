@@ -1,0 +1,297 @@
+"""Scheduling through the real HTTP and gRPC front ends, checked with ``tritonclient``.
+
+One serving process holds Python models that sleep a configured time (``PYTHON_SLEEP`` reports the
+batch size it executed), a Python accumulator driven by the sequence batcher, and an ensemble; each
+test reads the outcome from the responses, the statistics extension and the metrics port.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import re
+import textwrap
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import tritonclient.grpc as grpcclient
+import tritonclient.http as httpclient
+from google.protobuf import text_format
+from tritonclient.grpc import model_config_pb2 as mc
+from tritonclient.utils import InferenceServerException
+
+from repository import demo_models as dm
+from serving.main import ServingProcess
+from tests.serving.harness import serving
+
+pytestmark = pytest.mark.embedded
+
+ACCUMULATE = textwrap.dedent('''\
+    """OUTPUT = running sum of INPUT over the sequence, kept as implicit state (STATE_IN/OUT)."""
+    import numpy as np
+    import triton_python_backend_utils as pb_utils
+
+
+    class TritonPythonModel:
+        def execute(self, requests):
+            responses = []
+            for request in requests:
+                def get(name):
+                    return pb_utils.get_input_tensor_by_name(request, name).as_numpy()
+                total = (get("STATE_IN") + get("INPUT")) * get("READY")
+                responses.append(pb_utils.InferenceResponse([
+                    pb_utils.Tensor("OUTPUT", total.astype(np.int32)),
+                    pb_utils.Tensor("STATE_OUT", total.astype(np.int32)),
+                    pb_utils.Tensor("CORR", get("CORRID").astype(np.uint64)),
+                    pb_utils.Tensor("FIRST", get("START").astype(np.int32)),
+                ]))
+            return responses
+''')
+
+ACCUMULATE_CONFIG = """
+backend: "python" max_batch_size: 2
+input { name: "INPUT" data_type: TYPE_INT32 dims: [1] }
+output { name: "OUTPUT" data_type: TYPE_INT32 dims: [1] }
+output { name: "CORR" data_type: TYPE_UINT64 dims: [1] }
+output { name: "FIRST" data_type: TYPE_INT32 dims: [1] }
+instance_group { kind: KIND_CPU count: 1 }
+sequence_batching {
+  max_sequence_idle_microseconds: 5000000
+  control_input { name: "START"
+    control { kind: CONTROL_SEQUENCE_START int32_false_true: [0, 1] } }
+  control_input { name: "READY"
+    control { kind: CONTROL_SEQUENCE_READY int32_false_true: [0, 1] } }
+  control_input { name: "CORRID"
+    control { kind: CONTROL_SEQUENCE_CORRID data_type: TYPE_UINT64 } }
+  state { input_name: "STATE_IN" output_name: "STATE_OUT" data_type: TYPE_INT32 dims: [1]
+    initial_state { name: "zero" data_type: TYPE_INT32 dims: [1] zero_data: true } }
+}
+"""
+
+
+def sleep_model(repo: Path, name: str, batching: str, *, delay_ms: int, max_batch: int) -> None:
+    text = dm.python_sleep_config(
+        name, max_batch_size=max_batch, dims=(4,), execute_delay_ms=delay_ms
+    )
+    cfg = text_format.Parse(text, mc.ModelConfig())
+    cfg.ClearField("dynamic_batching")
+    text_format.Merge(f"dynamic_batching {{ {batching} }}", cfg)
+    dm.write_python_model(repo, name, dm.PYTHON_SLEEP, str(text_format.MessageToString(cfg)))
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServingProcess]:
+    repo = tmp_path_factory.mktemp("scheduling")
+    sleep_model(
+        repo, "batcher", "preferred_batch_size: [4] max_queue_delay_microseconds: 300000",
+        delay_ms=0, max_batch=8,
+    )  # fmt: skip
+    sleep_model(
+        repo, "bounded",
+        "default_queue_policy { max_queue_size: 1 default_timeout_microseconds: 10000000 "
+        "allow_timeout_override: true }",
+        delay_ms=400, max_batch=1,
+    )  # fmt: skip
+    sleep_model(
+        repo, "prioritized", "priority_levels: 2 default_priority_level: 2",
+        delay_ms=300, max_batch=1,
+    )  # fmt: skip
+    dm.write_python_model(repo, "accumulate", ACCUMULATE, ACCUMULATE_CONFIG)
+    dm.write_onnx_identity(repo, "first", dims=(4,), max_batch_size=8)
+    dm.write_onnx_identity(repo, "second", dims=(4,), max_batch_size=8)
+    tensor = dm.TensorDecl
+    dm.write_ensemble(
+        repo, "chain",
+        [dm.EnsembleStep("first", {"INPUT0": "IN"}, {"OUTPUT0": "middle"}),
+         dm.EnsembleStep("second", {"INPUT0": "middle"}, {"OUTPUT0": "OUT"})],
+        inputs=[tensor("IN", "FP32", (4,))], outputs=[tensor("OUT", "FP32", (4,))],
+        max_batch_size=8,
+    )  # fmt: skip
+    with serving(repo) as process:
+        yield process
+
+
+@pytest.fixture
+def http(server: ServingProcess) -> Iterator[httpclient.InferenceServerClient]:
+    client = httpclient.InferenceServerClient(f"127.0.0.1:{server.ports.http}", concurrency=8)
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def grpc(server: ServingProcess) -> Iterator[grpcclient.InferenceServerClient]:
+    client = grpcclient.InferenceServerClient(f"127.0.0.1:{server.ports.grpc}")
+    yield client
+    client.close()
+
+
+def http_input(value: float, name: str = "INPUT0") -> httpclient.InferInput:
+    tensor = httpclient.InferInput(name, [1, 4], "FP32")
+    tensor.set_data_from_numpy(np.full((1, 4), value, dtype=np.float32), binary_data=True)
+    return tensor
+
+
+def grpc_input(value: float, name: str = "INPUT0") -> grpcclient.InferInput:
+    tensor = grpcclient.InferInput(name, [1, 4], "FP32")
+    tensor.set_data_from_numpy(np.full((1, 4), value, dtype=np.float32))
+    return tensor
+
+
+def metrics(server: ServingProcess) -> str:
+    url = f"http://127.0.0.1:{server.ports.metrics}/metrics"
+    with urllib.request.urlopen(url, timeout=10) as response:
+        return str(response.read().decode())
+
+
+def metric(text: str, name: str, **labels: str) -> float:
+    for line in text.splitlines():
+        match = re.match(rf"^{name}\{{([^}}]*)\}} (\S+)$", line)
+        if match and set(labels.items()) <= set(re.findall(r'(\w+)="([^"]*)"', match[1])):
+            return float(match[2])
+    raise AssertionError(f"{name} {labels} not exposed")
+
+
+def test_http_requests_are_batched_to_the_preferred_size(
+    server: ServingProcess, http: httpclient.InferenceServerClient
+) -> None:
+    before = http.get_inference_statistics("batcher")["model_stats"][0]
+    handles = [http.async_infer("batcher", [http_input(i)]) for i in range(4)]
+    results = [handle.get_result() for handle in handles]
+    assert [int(r.as_numpy("BATCH_SIZE")[0, 0]) for r in results] == [4, 4, 4, 4]
+    assert [float(r.as_numpy("OUTPUT0")[0, 0]) for r in results] == [0.0, 1.0, 2.0, 3.0]
+    began = time.monotonic()
+    pair = [http.async_infer("batcher", [http_input(9)]) for _ in range(2)]
+    sizes = [int(handle.get_result().as_numpy("BATCH_SIZE")[0, 0]) for handle in pair]
+    assert sizes == [2, 2] and time.monotonic() - began >= 0.25  # released by the queue delay
+    after = http.get_inference_statistics("batcher")["model_stats"][0]
+    assert after["execution_count"] - before["execution_count"] == 2
+    assert after["inference_count"] - before["inference_count"] == 6
+    sizes_seen = {entry["batch_size"] for entry in after["batch_stats"]}
+    assert {2, 4} <= sizes_seen
+    text = metrics(server)
+    labels = {"model": "batcher", "version": "1"}
+    assert metric(text, "portico_batch_releases_total", **labels, reason="preferred_size") >= 1
+    assert metric(text, "portico_batch_releases_total", **labels, reason="queue_delay") >= 1
+    assert metric(text, "nv_inference_exec_count", **labels) == after["execution_count"]
+    assert (
+        metric(text, "nv_inference_request_success", **labels)
+        == (after["inference_stats"]["success"]["count"])
+    )
+
+
+def test_grpc_full_queue_is_refused_with_unavailable(
+    server: ServingProcess, grpc: grpcclient.InferenceServerClient
+) -> None:
+    outcomes: list[Any] = []
+
+    def done(result: Any, error: InferenceServerException | None) -> None:
+        outcomes.append(error if error is not None else result)
+
+    for value in range(3):
+        grpc.async_infer("bounded", [grpc_input(value)], done)
+        time.sleep(0.05)
+    deadline = time.monotonic() + 10
+    while len(outcomes) < 3 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    errors = [o for o in outcomes if isinstance(o, InferenceServerException)]
+    assert len(errors) == 1
+    assert errors[0].status() == "StatusCode.UNAVAILABLE"
+    assert "Exceeds maximum queue size" in errors[0].message()
+    text = metrics(server)
+    assert metric(text, "nv_inference_request_failure", model="bounded", reason="REJECTED") >= 1
+
+
+def test_http_request_timeout_shortens_the_queue_policy_and_expires(
+    http: httpclient.InferenceServerClient,
+) -> None:
+    busy = http.async_infer("bounded", [http_input(1)])
+    time.sleep(0.05)
+    with pytest.raises(InferenceServerException) as info:
+        http.infer("bounded", [http_input(2)], timeout=50_000)
+    assert info.value.status() == "503"
+    assert "Request timeout expired" in info.value.message()
+    busy.get_result()
+
+
+def test_higher_priority_requests_overtake_queued_ones(
+    grpc: grpcclient.InferenceServerClient,
+) -> None:
+    finished: list[str] = []
+
+    def track(tag: str) -> Any:
+        return lambda result, error: finished.append(tag if error is None else f"{tag}!")
+
+    grpc.async_infer("prioritized", [grpc_input(0)], track("busy"))
+    time.sleep(0.1)
+    grpc.async_infer("prioritized", [grpc_input(1)], track("low"), priority=2)
+    time.sleep(0.05)
+    grpc.async_infer("prioritized", [grpc_input(2)], track("high"), priority=1)
+    deadline = time.monotonic() + 10
+    while len(finished) < 3 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert finished == ["busy", "high", "low"]
+
+
+def sequence_input(value: int, client: Any) -> Any:
+    tensor = client.InferInput("INPUT", [1, 1], "INT32")
+    tensor.set_data_from_numpy(np.array([[value]], dtype=np.int32))
+    return tensor
+
+
+def test_interleaved_sequences_over_grpc_keep_their_own_state_and_controls(
+    grpc: grpcclient.InferenceServerClient,
+) -> None:
+    sums: dict[int, list[tuple[int, int, int]]] = {1001: [], 1002: []}
+    for step, (a, b) in enumerate([(1, 10), (2, 20), (3, 30)]):
+        for corrid, value in ((1001, a), (1002, b)):
+            result = grpc.infer(
+                "accumulate", [sequence_input(value, grpcclient)], sequence_id=corrid,
+                sequence_start=step == 0, sequence_end=step == 2,
+            )  # fmt: skip
+            sums[corrid].append((
+                int(result.as_numpy("OUTPUT")[0, 0]), int(result.as_numpy("CORR")[0, 0]),
+                int(result.as_numpy("FIRST")[0, 0]),
+            ))  # fmt: skip
+            assert result.as_numpy("STATE_OUT") is None  # implicit state stays in the server
+    assert sums[1001] == [(1, 1001, 1), (3, 1001, 0), (6, 1001, 0)]
+    assert sums[1002] == [(10, 1002, 1), (30, 1002, 0), (60, 1002, 0)]
+    with pytest.raises(InferenceServerException) as info:
+        grpc.infer("accumulate", [sequence_input(1, grpcclient)], sequence_id=1001)
+    assert "must specify the START flag on the first request of the sequence" in (
+        info.value.message()
+    )
+
+
+def test_sequence_request_without_correlation_id_is_refused_over_http(
+    http: httpclient.InferenceServerClient,
+) -> None:
+    with pytest.raises(InferenceServerException) as info:
+        http.infer("accumulate", [sequence_input(1, httpclient)])
+    assert info.value.status() == "400"
+    assert "must specify a non-zero or non-empty correlation ID" in info.value.message()
+
+
+def test_ensemble_over_http_and_grpc_runs_each_step_through_its_model(
+    http: httpclient.InferenceServerClient, grpc: grpcclient.InferenceServerClient
+) -> None:
+    before = http.get_inference_statistics("first")["model_stats"][0]["inference_count"]
+    result = http.infer("chain", [http_input(5, "IN")])
+    assert np.array_equal(result.as_numpy("OUT"), np.full((1, 4), 5.0, dtype=np.float32))
+    result = grpc.infer("chain", [grpc_input(6, "IN")])
+    assert np.array_equal(result.as_numpy("OUT"), np.full((1, 4), 6.0, dtype=np.float32))
+    stats = http.get_inference_statistics("first")["model_stats"][0]
+    assert stats["inference_count"] - before == 2
+    chain = grpc.get_inference_statistics("chain", as_json=True)["model_stats"][0]
+    assert int(chain["inference_stats"]["success"]["count"]) >= 2
+
+
+def test_concurrent_http_calls_share_instances_without_errors(
+    http: httpclient.InferenceServerClient,
+) -> None:
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(lambda v: http.infer("chain", [http_input(v, "IN")]), range(8)))
+    assert [float(r.as_numpy("OUT")[0, 0]) for r in results] == [float(v) for v in range(8)]
