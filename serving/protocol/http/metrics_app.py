@@ -6,7 +6,6 @@ Per-model series come from ``serving.observability.metrics`` and host gauges fro
 
 from __future__ import annotations
 
-import importlib
 import logging
 from typing import Any
 
@@ -28,14 +27,11 @@ class MetricsApp:
 
     def _registry(self) -> CollectorRegistry:
         if self.registry is None:
-            registry = CollectorRegistry()
-            for module_name in ("serving.observability.metrics",
-                                "serving.observability.system_metrics"):  # fmt: skip
-                try:
-                    module = importlib.import_module(module_name)
-                except ImportError:
-                    continue
-                _register(module, registry, self.server)
+            from serving.observability import metrics, system_metrics
+
+            registry = CollectorRegistry(auto_describe=False)
+            metrics.register(registry, self.server)
+            system_metrics.register(registry)
             self.registry = registry
         return self.registry
 
@@ -52,13 +48,3 @@ class MetricsApp:
         headers = [(b"content-type", content_type), (b"content-length", str(len(body)).encode())]
         await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": body})
-
-
-def _register(module: Any, registry: CollectorRegistry, server: InferenceServer) -> None:
-    register = getattr(module, "register", None)
-    if register is None:
-        return
-    try:
-        register(registry, server)
-    except TypeError:
-        register(registry)

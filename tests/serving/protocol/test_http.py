@@ -541,7 +541,8 @@ def test_live_stats_route(server: ServingProcess, client: Any) -> None:
     assert any(m["model"] == "identity" for m in json.loads(body)["models"])
 
 
-def test_metrics_port_serves_prometheus_text(server: ServingProcess) -> None:
+def test_metrics_port_serves_prometheus_text(server: ServingProcess, client: Any) -> None:
+    assert_still_serving(client)
     conn = http.client.HTTPConnection("127.0.0.1", server.ports.metrics, timeout=10)
     conn.request("GET", "/metrics")
     response = conn.getresponse()
@@ -549,3 +550,4 @@ def test_metrics_port_serves_prometheus_text(server: ServingProcess) -> None:
     conn.close()
     assert response.status == 200
     assert "nv_cpu_utilization" in text
+    assert 'nv_inference_request_success{model="identity",version="1"}' in text
