@@ -9,7 +9,6 @@ otherwise it waits for an arrival or the delay. Every batch records why it was r
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import time
 from collections.abc import Hashable, Sequence
@@ -21,7 +20,7 @@ from serving.core.types import InferRequest
 from serving.errors import UnavailableError
 from serving.schedulers.pending import Pending
 from serving.schedulers.priority_queue import TIMEOUT_MESSAGE, PriorityQueue
-from serving.schedulers.queued import QueuedScheduler
+from serving.schedulers.queued import QueuedScheduler, wait_until_set
 
 # Why a batch left the queue (the release-reason counter's label values).
 PREFERRED_SIZE = "preferred_size"  # the batch reached a preferred batch size
@@ -125,8 +124,7 @@ class DynamicBatcher(QueuedScheduler):
                     for pending in batch:
                         self._queue.remove(pending)
                     return batch, reason
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wakeup.wait(), timeout=wait_s)
+                await wait_until_set(self._wakeup, wait_s)
 
     def _form(self, now_ns: int) -> tuple[list[Pending], str, float | None]:
         """The batch to send now and why, or nothing and how long to wait (None: until woken)."""

@@ -28,6 +28,19 @@ STOPPING_MESSAGE = (
 )
 
 
+async def wait_until_set(event: asyncio.Event, timeout_s: float | None) -> None:
+    """Wait for ``event`` at most ``timeout_s`` (None: no limit); a timeout is not an error.
+
+    ``asyncio.timeout`` rather than ``wait_for``: no task per wait on the batching hot path.
+    """
+    if timeout_s is None:
+        await event.wait()
+        return
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(timeout_s):
+            await event.wait()
+
+
 class QueuedScheduler(Scheduler, abc.ABC):
     """Workers, delivery and draining for schedulers that feed instances from a queue."""
 

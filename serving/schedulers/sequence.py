@@ -11,7 +11,6 @@ nothing queued for ``max_sequence_idle_microseconds`` is ended and its slot rele
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import time
 from collections import deque
@@ -26,7 +25,7 @@ from serving.core.types import InferRequest, InferResponse
 from serving.errors import CancelledError, InvalidArgumentError
 from serving.schedulers.dynamic import INSTANCE_IDLE, MAX_BATCH, PREFERRED_SIZE, QUEUE_DELAY
 from serving.schedulers.pending import Pending
-from serving.schedulers.queued import QueuedScheduler
+from serving.schedulers.queued import QueuedScheduler, wait_until_set
 from serving.schedulers.sequence_tensors import SequenceControls, SequenceStates
 
 DEFAULT_IDLE_US = 1_000_000
@@ -232,8 +231,7 @@ class SequenceBatcher(QueuedScheduler):
                     pending.sequence.queue.popleft()
                     pending.sequence.busy = True
                 return batch, reason
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(event.wait(), timeout=wait_s)
+            await wait_until_set(event, wait_s)
 
     def _form(self, index: int, now_ns: int) -> tuple[list[Pending], str, float | None]:
         slots = self._instance_slots(index)
