@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import logging
 from pathlib import Path
 
 from tritonclient.grpc import model_config_pb2
 
 from serving.core.model_spec import ModelSpec
 from serving.core.server import VersionPlan
-from serving.errors import InvalidArgumentError
+from serving.errors import ServingError
+
+logger = logging.getLogger("serving.sources.directory")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -62,12 +65,19 @@ def plan_model(
             return FolderModel(name, error="at least one version must be available under the "
                                            f"version policy of model '{name}'")  # fmt: skip
         newest = folder.versions[max(folder.versions)]
-        completed = complete_config(text, model_name=name, version_dir=newest, gpu_count=gpu_count)
-        config = _python_autocomplete(completed.config, newest)
+        completed = complete_config(
+            text, model_name=name, version_dir=newest, gpu_count=gpu_count,
+            python_autocomplete=_python_autocomplete,
+        )  # fmt: skip
+        for warning in completed.warnings:
+            logger.info("%s: %s", name, warning)
+        config = completed.config
         selected = select_versions(config, folder.versions.keys())
     except ConfigError as exc:
         return FolderModel(name, error="; ".join(exc.problems) or str(exc))
-    except (OSError, InvalidArgumentError) as exc:
+    except ServingError as exc:
+        return FolderModel(name, error=exc.message)
+    except OSError as exc:
         return FolderModel(name, error=str(exc))
     if not selected:
         return FolderModel(name, error="at least one version must be available under the "
@@ -93,12 +103,9 @@ def plan_model(
 def _python_autocomplete(
     config: model_config_pb2.ModelConfig, version_dir: Path
 ) -> model_config_pb2.ModelConfig:
-    if config.backend != "python":
-        return config
-    try:
-        from serving.backends.python import autocomplete
-    except ImportError:
-        return config
+    """A Python model's own ``auto_complete_config``, run in a throw-away interpreter."""
+    from serving.backends.python import autocomplete
+
     completed: model_config_pb2.ModelConfig = autocomplete(config, version_dir)
     return completed
 
