@@ -5,7 +5,8 @@ Names follow ``qa/``: ``onnx_zero_1_float32`` (identity, dims [-1], max_batch_si
 (BYTES dims [1]), ``onnx_zero_1_float16``/``onnx_zero_3_float32`` (raw-binary refusals),
 ``simple_identity``/``simple_identity_int64`` (JSON depth), ``optional_identity`` (optional input),
 ``batcher_preferred`` (dynamic batcher, preferred size 4 + delay), ``queue_max_1`` and
-``queue_timeout`` (queue policies; Python sleep model instead of QA's custom delay backend).
+``queue_timeout`` (queue policies), ``slow`` (delay per request parameter); the Python sleep
+model replaces QA's custom delay backend.
 """
 
 from __future__ import annotations
@@ -106,6 +107,7 @@ def write_qa_repository(repo: Path) -> None:
         "dynamic_batching { preferred_batch_size: [ 4 ] "
         f"max_queue_delay_microseconds: {BATCHER_DELAY_US} }}",
     )
+    dm.write_python_sleep(repo, "slow", max_batch_size=0, dims=(-1,), dynamic_batching=False)
     queue = dm.write_python_sleep(
         repo, "queue_max_1", max_batch_size=1, execute_delay_ms=QUEUE_EXECUTE_DELAY_MS
     )

@@ -598,18 +598,6 @@ def test_metrics_endpoint_counts_simple_requests(
         assert values and values[0] >= 1, f"{family} for simple/1 missing or zero"
 
 
-def test_grpc_client_timeout_expires_as_deadline_exceeded(
-    grpc: grpcclient.InferenceServerClient,
-) -> None:
-    """``simple_grpc_infer_client.py --client-timeout``: a tiny deadline fails cleanly."""
-    input0, input1 = simple_data()
-    with pytest.raises(InferenceServerException) as caught:
-        grpc.infer(model_name=MODEL, inputs=_grpc_inputs(input0, input1), client_timeout=1e-6)
-    assert "Deadline Exceeded" in caught.value.message()
-    results = grpc.infer(model_name=MODEL, inputs=_grpc_inputs(input0, input1))
-    assert_add_sub(input0, input1, results.as_numpy("OUTPUT0"), results.as_numpy("OUTPUT1"))
-
-
 def test_grpc_standard_health_service(server: ServerProcess) -> None:
     """``grpc.health.v1.Health/Check`` (what Kubernetes gRPC probes call) answers SERVING."""
     from grpc_health.v1 import health_pb2, health_pb2_grpc

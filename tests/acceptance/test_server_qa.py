@@ -439,3 +439,22 @@ def test_dynamic_batcher_never_merges_different_shapes(
         assert output is not None
         np.testing.assert_array_equal(output, np.full((1, width), width, dtype=np.float32))
         assert int(result.as_numpy("BATCH_SIZE")[0][0]) <= 2
+
+
+# ------------------------------------------------ client deadlines (simple_grpc_infer_client -t)
+
+
+def test_grpc_client_timeout_expires_as_deadline_exceeded(
+    grpc: grpcclient.InferenceServerClient,
+) -> None:
+    """``client_timeout`` shorter than the model's execution: the client sees Deadline Exceeded."""
+    inputs = [grpcclient.InferInput("INPUT0", [2], "FP32")]
+    inputs[0].set_data_from_numpy(np.ones(2, dtype=np.float32))
+    with pytest.raises(InferenceServerException) as caught:
+        grpc.infer(
+            model_name="slow", inputs=inputs, client_timeout=0.2,
+            parameters={"execute_delay_ms": 1000},
+        )  # fmt: skip
+    assert "Deadline Exceeded" in caught.value.message()
+    result = grpc.infer(model_name="slow", inputs=inputs)
+    np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), np.ones(2, dtype=np.float32))
