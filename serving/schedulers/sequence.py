@@ -234,35 +234,39 @@ class SequenceBatcher(QueuedScheduler):
             await wait_until_set(event, wait_s)
 
     def _form(self, index: int, now_ns: int) -> tuple[list[Pending], str, float | None]:
+        """The batch instance ``index`` runs now and why, or nothing and how long to wait."""
         slots = self._instance_slots(index)
         heads = [seq.queue[0] for seq in slots if seq is not None and seq.queue]
         if not heads:
             return [], "", None
-        active = sum(1 for seq in slots if seq is not None)
         if self.oldest:
             heads.sort(key=lambda p: p.enqueue_ns)
             heads = heads[: self._width]
+            target = self._preferred[-1] if self._preferred else self._width
+        else:
+            target = sum(1 for seq in slots if seq is not None)  # every live slot ready
         waited_ns = now_ns - min(p.enqueue_ns for p in heads)
-        full = len(heads) >= (self._width if self.oldest else active)
-        waiting = self._delay_ns and not full and waited_ns < self._delay_ns
-        if waiting and not self._utilized(len(heads)):
+        full = len(heads) >= target
+        expired = self._delay_ns > 0 and waited_ns >= self._delay_ns
+        if self._delay_ns and not full and not expired and self._should_wait(len(heads)):
             return [], "", (self._delay_ns - waited_ns) / 1e9
-        if self.oldest and self._preferred:
+        if self.oldest and self._preferred and not expired:
             fitting = [size for size in self._preferred if size <= len(heads)]
-            if fitting and (waited_ns < self._delay_ns or not self._delay_ns):
+            if fitting:
                 return heads[: fitting[-1]], PREFERRED_SIZE, None
         if full:
-            reason = MAX_BATCH
-        elif self._delay_ns:
-            reason = QUEUE_DELAY
-        else:
-            reason = INSTANCE_IDLE
-        return heads, reason, None
+            return heads, MAX_BATCH, None
+        return heads, (QUEUE_DELAY if expired else INSTANCE_IDLE), None
 
-    def _utilized(self, ready: int) -> bool:
-        return (
-            self._min_utilization > 0 and ready / self.slots_per_instance >= self._min_utilization
-        )
+    def _should_wait(self, ready: int) -> bool:
+        """Oldest: wait for more until the delay. Direct: only below minimum_slot_utilization.
+
+        Triton's direct strategy runs as soon as one slot is ready unless
+        ``minimum_slot_utilization`` asks for a larger share of the slots first.
+        """
+        if self.oldest:
+            return True
+        return ready / self.slots_per_instance < self._min_utilization
 
     # -- execution --------------------------------------------------------------------------
 

@@ -244,3 +244,46 @@ async def test_cancelling_a_queued_request_cancels_the_rest_of_its_sequence() ->
         await third
     assert scheduler.statistics.failures_by_reason["CANCELED"] == 2
     await scheduler.stop(drain_timeout_s=1)
+
+
+async def test_oldest_strategy_waits_the_queue_delay_for_more_sequences() -> None:
+    strategy = "oldest { max_candidate_sequences: 4 max_queue_delay_microseconds: 100000 }"
+    scheduler, [instance] = await started(config(max_batch=4, strategy=strategy))
+    first = asyncio.create_task(scheduler.infer(seq("a1", 1, start=True)))
+    await asyncio.sleep(0.03)
+    second = asyncio.create_task(scheduler.infer(seq("b1", 2, start=True)))
+    await asyncio.gather(first, second)
+    assert instance.batches == [["a1", "b1"]]
+    assert scheduler.statistics.batch_release_reasons["queue_delay"] == 1
+    await scheduler.stop(drain_timeout_s=1)
+
+
+async def test_oldest_strategy_sends_a_preferred_size_at_once() -> None:
+    strategy = (
+        "oldest { max_candidate_sequences: 4 preferred_batch_size: [2] "
+        "max_queue_delay_microseconds: 5000000 }"
+    )
+    scheduler, [instance] = await started(config(max_batch=4, strategy=strategy))
+    loop = asyncio.get_running_loop()
+    began = loop.time()
+    await asyncio.gather(*(scheduler.infer(seq(f"s{i}", i, start=True)) for i in (1, 2)))
+    assert loop.time() - began < 2 and instance.batches == [["s1", "s2"]]
+    assert scheduler.statistics.batch_release_reasons["preferred_size"] == 1
+    await scheduler.stop(drain_timeout_s=1)
+
+
+async def test_direct_strategy_waits_for_minimum_slot_utilization() -> None:
+    strategy = "direct { max_queue_delay_microseconds: 2000000 minimum_slot_utilization: 1.0 }"
+    text = config(max_batch=2, strategy=strategy, idle_us=10_000_000)
+    scheduler, [instance] = await started(text)
+    await asyncio.gather(  # both slots ready at once: no waiting
+        scheduler.infer(seq("a1", 1, start=True)), scheduler.infer(seq("b1", 2, start=True))
+    )
+    loop = asyncio.get_running_loop()
+    began = loop.time()
+    waiting = asyncio.create_task(scheduler.infer(seq("a2", 1)))
+    await asyncio.sleep(0.05)
+    assert not waiting.done()  # half the slots ready, the config asks for all of them
+    await asyncio.gather(waiting, scheduler.infer(seq("b2", 2)))
+    assert instance.batches == [["a1", "b1"], ["a2", "b2"]] and loop.time() - began < 1.5
+    await scheduler.stop(drain_timeout_s=1)
