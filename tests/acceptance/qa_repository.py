@@ -4,6 +4,8 @@ Names follow ``qa/``: ``onnx_zero_1_float32`` (identity, dims [-1], max_batch_si
 ``onnx_nobatch_zero_1_float32``, ``onnx_zero_1_object`` (BYTES), ``onnx_zero_1_object_1_element``
 (BYTES dims [1]), ``onnx_zero_1_float16``/``onnx_zero_3_float32`` (raw-binary refusals),
 ``simple_identity``/``simple_identity_int64`` (JSON depth), ``optional_identity`` (optional input),
+``parameter`` (echoes custom request parameters), ``onnx_int32_int32_int32`` (versions 1-3 on disk,
+policy ``specific [1, 3]``),
 ``batcher_preferred`` (dynamic batcher, preferred size 4 + delay), ``queue_max_1`` and
 ``queue_timeout`` (queue policies), ``slow`` (delay per request parameter); the Python sleep
 model replaces QA's custom delay backend.
@@ -37,6 +39,23 @@ OPTIONAL_IDENTITY = textwrap.dedent('''\
                 if extra is not None:
                     value = value + extra.as_numpy()
                 responses.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT0", value)]))
+            return responses
+''')
+
+
+PARAMETER_ECHO = textwrap.dedent('''\
+    """OUTPUT0 = the request's custom parameters as one JSON string (L0_parameters' model)."""
+    import numpy as np
+    import triton_python_backend_utils as pb_utils
+
+
+    class TritonPythonModel:
+        def execute(self, requests):
+            responses = []
+            for request in requests:
+                text = request.parameters() or "{}"
+                out = np.array([text.encode()], dtype=np.object_)
+                responses.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT0", out)]))
             return responses
 ''')
 
@@ -100,6 +119,18 @@ def write_qa_repository(repo: Path) -> None:
     )
     model_dir = dm.write_python_model(repo, "optional_identity", OPTIONAL_IDENTITY, optional_config)
     _write_config_optional_input(model_dir, "INPUT1")
+
+    parameter_config = dm.build_config(
+        "parameter",
+        backend="python",
+        inputs=[dm.TensorDecl("INPUT0", "FP32", (1,))],
+        outputs=[dm.TensorDecl("OUTPUT0", "BYTES", (1,))],
+    )
+    dm.write_python_model(repo, "parameter", PARAMETER_ECHO, parameter_config)
+
+    for version in (1, 2, 3):
+        versioned = dm.write_onnx_add_sub(repo, "onnx_int32_int32_int32", version=version)
+    _rewrite_config(versioned, "version_policy { specific { versions: [ 1, 3 ] } }")
 
     batcher = dm.write_python_sleep(repo, "batcher_preferred", max_batch_size=8, dims=(-1,))
     _rewrite_config(

@@ -15,10 +15,12 @@ from collections.abc import Iterator
 from http.client import HTTPConnection
 from typing import Any
 
+import grpc as grpc_lib
 import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
+from tritonclient.grpc import service_pb2, service_pb2_grpc
 from tritonclient.utils import InferenceServerException
 
 from tests.acceptance.qa_repository import write_qa_repository
@@ -458,3 +460,77 @@ def test_grpc_client_timeout_expires_as_deadline_exceeded(
     assert "Deadline Exceeded" in caught.value.message()
     result = grpc.infer(model_name="slow", inputs=inputs)
     np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), np.ones(2, dtype=np.float32))
+
+
+# ------------------------------------------------------------ L0_parameters: custom parameters
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_custom_parameters_reach_the_model(
+    protocol: str, http: httpclient.InferenceServerClient, grpc: grpcclient.InferenceServerClient
+) -> None:
+    module: Any = httpclient if protocol == "http" else grpcclient
+    client: Any = http if protocol == "http" else grpc
+    inputs = [module.InferInput("INPUT0", [1], "FP32")]
+    inputs[0].set_data_from_numpy(np.ones(1, dtype=np.float32))
+    sent = {"bool_key": True, "int_key": 7, "str_key": "value", "double_key": 1.5}
+    result = client.infer("parameter", inputs, parameters=sent)
+    output = result.as_numpy("OUTPUT0")
+    assert output is not None
+    echoed = output[0].decode() if isinstance(output[0], bytes) else output[0]
+    assert json.loads(echoed) == sent
+
+
+def test_reserved_triton_parameter_is_refused(server: ServerProcess) -> None:
+    """tritonclient refuses ``triton_*`` keys itself, so send them raw, as other clients could."""
+    payload = {
+        "parameters": {"triton_custom": "x"},
+        "inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [1], "data": [1.0]}],
+    }
+    response = post_json(server, "parameter", payload)
+    assert response.status == 400
+    assert "parameter keys starting with 'triton_' are reserved" in response.error()
+
+    request = service_pb2.ModelInferRequest(model_name="parameter")
+    request.parameters["triton_custom"].string_param = "x"
+    tensor = request.inputs.add(name="INPUT0", datatype="FP32", shape=[1])
+    tensor.contents.fp32_contents.append(1.0)
+    with (
+        grpc_lib.insecure_channel(server.grpc) as channel,
+        pytest.raises(grpc_lib.RpcError) as caught,
+    ):
+        service_pb2_grpc.GRPCInferenceServiceStub(channel).ModelInfer(request)
+    assert caught.value.code() == grpc_lib.StatusCode.INVALID_ARGUMENT
+    assert "parameter keys starting with 'triton_' are reserved" in str(caught.value.details())
+
+
+# ----------------------------------------------------- L0_server_status: versions and their stats
+
+
+def test_version_policy_versions_metadata_and_per_version_statistics(
+    http: httpclient.InferenceServerClient, grpc: grpcclient.InferenceServerClient
+) -> None:
+    model = "onnx_int32_int32_int32"
+    assert sorted(http.get_model_metadata(model)["versions"]) == ["1", "3"]
+    assert http.is_model_ready(model, "1") and http.is_model_ready(model, "3")
+    assert not http.is_model_ready(model, "2")
+    with pytest.raises(InferenceServerException) as caught:
+        grpc.get_model_metadata(model, model_version="2")
+    assert "version 2" in caught.value.message()
+
+    def success(version: str) -> int:
+        stats = http.get_inference_statistics(model_name=model, model_version=version)
+        return int(stats["model_stats"][0]["inference_stats"]["success"]["count"])
+
+    before = {v: success(v) for v in ("1", "3")}
+    inputs = [httpclient.InferInput("INPUT0", [1, 16], "INT32"),
+              httpclient.InferInput("INPUT1", [1, 16], "INT32")]  # fmt: skip
+    for tensor in inputs:
+        tensor.set_data_from_numpy(np.ones((1, 16), dtype=np.int32))
+    assert http.infer(model, inputs).get_response()["model_version"] == "3"  # highest by default
+    assert http.infer(model, inputs, model_version="1").get_response()["model_version"] == "1"
+    http.infer(model, inputs, model_version="1")
+    assert success("1") - before["1"] == 2
+    assert success("3") - before["3"] == 1
+    all_versions = http.get_inference_statistics(model_name=model)["model_stats"]
+    assert sorted(entry["version"] for entry in all_versions) == ["1", "3"]
