@@ -211,3 +211,33 @@ def test_file_override_paths_cannot_escape(tmp_path: Path) -> None:
         config = json.dumps({"name": "x", "backend": "onnxruntime"})
         with pytest.raises(InferenceServerException, match="outside"):
             client.load_model("x", config=config, files={"file:../../evil": b"x"})
+
+
+def test_grpc_repository_load_and_unload_in_explicit_mode(tmp_path: Path) -> None:
+    import grpc
+    import tritonclient.grpc as grpcclient
+
+    dm.write_onnx_identity(tmp_path, "identity")
+    with (
+        serving(tmp_path, model_control_mode="explicit") as server,
+        grpcclient.InferenceServerClient(server.grpc_url) as client,
+    ):
+        assert not _ready(client, "identity")
+        client.load_model("identity")
+        assert client.is_model_ready("identity")
+        index = {m.name: m.state for m in client.get_model_repository_index().models}
+        assert index["identity"] == "READY"
+        client.unload_model("identity")
+        assert not client.is_model_ready("identity")
+        with pytest.raises(grpc.RpcError) as info:
+            client._client_stub.RepositoryModelLoad(_load_request("identity", "bogus"))
+        assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert "Unrecognized load parameter 'bogus'" in info.value.details()
+
+
+def _load_request(name: str, parameter: str) -> Any:
+    from tritonclient.grpc import service_pb2
+
+    request = service_pb2.RepositoryModelLoadRequest(model_name=name)
+    request.parameters[parameter].string_param = "x"
+    return request
