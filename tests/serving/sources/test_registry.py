@@ -174,3 +174,25 @@ def test_corrupt_blob_is_refused_and_the_old_version_keeps_serving(tmp_path: Pat
         x = np.ones((1, 2), dtype=np.float32)
         assert client.infer("ident", [identity_input(x)]).get_response()["model_version"] == "1"
         assert not (tmp_path / "cache" / "blobs" / sha).exists()
+
+
+@pytest.mark.skipif(not os.environ.get("REDIS_URL"), reason="needs Redis pub/sub")
+def test_redis_revision_message_wakes_the_replica_before_the_next_poll(tmp_path: Path) -> None:
+    import dataclasses
+
+    onnx, config = identity_onnx(tmp_path)
+    v1 = registry_version("ident", 1, onnx, config)
+    v2 = registry_version("ident", 2, onnx, config)
+    promote(v1)
+    settings = dataclasses.replace(registry_settings(tmp_path), registry_poll_s=120.0)
+    with ServingProcess(settings) as server:
+        client = httpclient.InferenceServerClient(server.http_url)
+        x = np.ones((1, 2), dtype=np.float32)
+        time.sleep(0.5)  # let the subscription settle
+        promote(v2)
+        wait_for(
+            lambda: (
+                client.infer("ident", [identity_input(x)]).get_response()["model_version"] == "2"
+            ),
+            timeout_s=15,
+        )
