@@ -629,3 +629,22 @@ def test_classification_class_count(
     assert classes.shape == (1, 3)
     decoded = [c.decode() if isinstance(c, bytes) else c for c in classes[0]]
     assert decoded == ["16:15", "15:14", "14:13"]
+
+
+# ------------------------------- shared memory: not implemented, reported as such (PROTOCOL §2.6)
+
+
+def test_shared_memory_is_reported_unsupported_and_not_advertised(
+    http: httpclient.InferenceServerClient, grpc: grpcclient.InferenceServerClient
+) -> None:
+    """The ``*_shm_client.py`` examples fail at their first call, with a clear status."""
+    extensions = http.get_server_metadata()["extensions"]
+    assert "system_shared_memory" not in extensions
+    assert "cuda_shared_memory" not in extensions
+    with pytest.raises(InferenceServerException) as caught:
+        http.get_system_shared_memory_status()
+    assert caught.value.status() == "501"
+    with pytest.raises(InferenceServerException) as caught:
+        grpc.unregister_system_shared_memory()
+    assert caught.value.status() == "StatusCode.UNIMPLEMENTED"
+    assert grpc.is_server_live()
