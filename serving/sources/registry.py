@@ -19,6 +19,8 @@ import logging
 import os
 import socket
 import tempfile
+import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -53,6 +55,7 @@ class RegistrySource:
         self._extra: dict[str, set[int]] = {}
         self._promoted: dict[str, Any] = {}
         self._apply_lock = asyncio.Lock()
+        self._listening = threading.Event()
         root = settings.cache_dir or Path(tempfile.gettempdir()) / "portico-serving-cache"
         self.cache = BlobCache(Path(root), self._open_blob)
 
@@ -66,6 +69,8 @@ class RegistrySource:
         self._tasks.append(asyncio.create_task(self._heartbeat_forever()))
         if self.settings.redis_url:
             self._tasks.append(asyncio.create_task(self._listen_redis()))
+        else:
+            self._start_postgres_listener()
         return errors
 
     async def stop(self) -> None:
@@ -76,6 +81,7 @@ class RegistrySource:
                 await task
         with contextlib.suppress(Exception):
             await self._registry(_close_connection)
+        self._listening.clear()
         self._executor.shutdown(wait=False)
 
     def model_names(self) -> list[str]:
@@ -223,6 +229,39 @@ class RegistrySource:
             except (RedisError, OSError):
                 logger.warning("Redis revision channel lost; polling only for a while")
                 await asyncio.sleep(5)
+
+    def _start_postgres_listener(self) -> None:
+        """Without Redis, PostgreSQL's NOTIFY on the revision channel wakes the watcher."""
+        from django.db import connections
+
+        connection = connections["default"]
+        if connection.vendor != "postgresql":
+            return
+        params = connection.get_connection_params()
+        conninfo = {k: params[k] for k in ("dbname", "user", "password", "host", "port")
+                    if params.get(k)}  # fmt: skip
+        loop = asyncio.get_running_loop()
+        self._listening.set()
+        threading.Thread(
+            target=self._listen_postgres, args=(conninfo, loop), name="registry-notify", daemon=True
+        ).start()
+
+    def _listen_postgres(self, conninfo: dict[str, Any], loop: asyncio.AbstractEventLoop) -> None:
+        import psycopg
+
+        from repository.facade import REVISION_CHANNEL
+
+        while self._listening.is_set():
+            try:
+                with psycopg.connect(**conninfo, autocommit=True) as conn:
+                    conn.execute(f'LISTEN "{REVISION_CHANNEL}"')
+                    while self._listening.is_set():
+                        for _ in conn.notifies(timeout=1.0, stop_after=1):
+                            loop.call_soon_threadsafe(self._wake.set)
+            except (psycopg.Error, RuntimeError):
+                if self._listening.is_set():
+                    logger.warning("PostgreSQL revision notifications lost; polling only a while")
+                    time.sleep(5)
 
     async def _heartbeat_forever(self) -> None:
         while True:

@@ -196,3 +196,28 @@ def test_redis_revision_message_wakes_the_replica_before_the_next_poll(tmp_path:
             ),
             timeout_s=15,
         )
+
+
+def test_postgres_notify_wakes_the_replica_without_redis(tmp_path: Path) -> None:
+    import dataclasses
+
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        pytest.skip("needs PostgreSQL LISTEN/NOTIFY")
+    onnx, config = identity_onnx(tmp_path)
+    v1 = registry_version("ident", 1, onnx, config)
+    v2 = registry_version("ident", 2, onnx, config)
+    promote(v1)
+    settings = dataclasses.replace(registry_settings(tmp_path), registry_poll_s=120.0, redis_url="")
+    with ServingProcess(settings) as server:
+        client = httpclient.InferenceServerClient(server.http_url)
+        x = np.ones((1, 2), dtype=np.float32)
+        time.sleep(0.5)  # let LISTEN settle
+        promote(v2)
+        wait_for(
+            lambda: (
+                client.infer("ident", [identity_input(x)]).get_response()["model_version"] == "2"
+            ),
+            timeout_s=15,
+        )
