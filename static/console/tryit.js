@@ -2,6 +2,11 @@
 import { escape } from "./progress.js";
 
 const form = document.getElementById("try-form");
+// Six significant digits and at most 64 values: enough to check an answer at a glance.
+const preview = (data) => {
+  const values = (data || []).slice(0, 64).map((v) => (typeof v === "number" ? Number(v.toPrecision(6)) : v));
+  return `[${values.map((v) => JSON.stringify(v)).join(", ")}${data.length > 64 ? `, … ${data.length - 64} more` : ""}]`;
+};
 const csrf = () => document.cookie.split("; ").find((c) => c.startsWith("csrftoken="))?.split("=")[1] ?? "";
 
 if (form) {
@@ -40,7 +45,7 @@ if (form) {
         errorBox.hidden = true;
         body.innerHTML = answer.outputs.map((o) => `<tr><td class="mono">${escape(o.name)}</td>
           <td>${escape(o.datatype)}</td><td class="mono nowrap">[${escape(o.shape.join(", "))}]</td>
-          <td class="mono data">${escape(JSON.stringify(o.data).slice(0, 600))}</td></tr>`).join("");
+          <td class="mono data">${escape(preview(o.data))}</td></tr>`).join("");
         latency.textContent = `${answer.model_name} v${answer.model_version ?? "?"} answered in ${data.latency_ms} ms`;
       }
     } catch (error) {

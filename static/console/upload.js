@@ -95,7 +95,8 @@ function render() {
     f.row.innerHTML = `<span class="mono">${escape(f.path)}</span><span class="muted small">${human(f.file.size)}</span>
       <span class="small ${f.error ? "error" : "muted"}">${escape(f.error || (f.done ? "uploaded" : f.note || `${Math.floor((f.sent / (f.file.size || 1)) * 100)}%`))}</span>`;
   }
-  $("create-version").disabled = !allDone || root.dataset.busy === "1";
+  // Not while auto-complete is filling the editor: the version would go without what it shows.
+  $("create-version").disabled = !allDone || root.dataset.busy === "1" || root.dataset.suggesting === "1";
   $("create-hint").textContent = allDone ? "All files are uploaded." : files.length ? "Uploading…" : "Add files first.";
 }
 
@@ -117,18 +118,34 @@ async function addFiles(list) {
   }
   $("upload-status").hidden = false;
   render();
-  await Promise.all(added.map((entry) => upload(entry).catch((error) => { entry.error = error.message; render(); showError(`${entry.path}: ${error.message}`); })));
-  suggestConfig();
+  root.dataset.suggesting = "1"; // until the files are in and auto-complete has had its say
+  try {
+    await Promise.all(added.map((entry) => upload(entry).catch((error) => { entry.error = error.message; render(); showError(`${entry.path}: ${error.message}`); })));
+  } finally {
+    root.dataset.suggesting = "";
+  }
+  await suggestConfig();
+  render();
 }
 
 async function suggestConfig() {
   const editor = $("config-editor");
   if (editor.value.trim() || files.length !== 1 || ARCHIVE.test(files[0].path) || !files[0].done) return;
-  const { response, data } = await api(root.dataset.configUrl, {
-    method: "POST", headers: { "Content-Type": "application/json" },
-    body: JSON.stringify({ model: form.elements.model.value, sessions: [files[0].session] }),
-  });
-  if (response.ok && data.config && !editor.value.trim()) editor.value = data.config;
+  root.dataset.suggesting = "1";
+  render();
+  try {
+    const { response, data } = await api(root.dataset.configUrl, {
+      method: "POST", headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({ model: form.elements.model.value, sessions: [files[0].session] }),
+    });
+    if (response.ok && data.config && !editor.value.trim()) {
+      editor.value = data.config;
+      editor.dataset.suggested = "1";
+    }
+  } finally {
+    root.dataset.suggesting = "";
+    render();
+  }
 }
 
 const dropzone = $("dropzone");
@@ -138,6 +155,11 @@ dropzone.addEventListener("drop", (event) => {
   event.preventDefault();
   dropzone.classList.remove("over");
   addFiles(event.dataTransfer.files);
+});
+// The suggested config names the model; keep that name in step with the name field.
+form.elements.model.addEventListener("input", () => {
+  const editor = $("config-editor");
+  if (editor.dataset.suggested) editor.value = editor.value.replace(/^name: ".*"$/m, `name: "${form.elements.model.value.trim()}"`);
 });
 $("file-input").addEventListener("change", (event) => addFiles(event.target.files));
 $("folder-input").addEventListener("change", (event) => addFiles(event.target.files));

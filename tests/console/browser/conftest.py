@@ -226,10 +226,15 @@ class Session:
         self.page.click("text=Sign out")
         self.page.wait_for_url("**/login/")
 
-    def shot(self, name: str, *, full_page: bool = True) -> Path:
+    def shot(self, name: str, *, full_page: bool = True, docs: str = "") -> Path:
+        """Save a screenshot under test-artifacts/console; with ``PORTICO_DOCS_IMG`` set (a
+        folder) and ``docs`` given, also a viewport-sized one there for docs/console.md."""
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         path = ARTIFACTS / f"{name}.png"
         self.page.screenshot(path=str(path), full_page=full_page)
+        docs_dir = os.environ.get("PORTICO_DOCS_IMG")
+        if docs and docs_dir:
+            self.page.screenshot(path=str(Path(docs_dir) / f"{docs}.png"))
         return path
 
     def close(self) -> None:

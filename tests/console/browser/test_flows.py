@@ -105,7 +105,7 @@ def test_console_flows(platform, session_factory, tmp_path):
     page.wait_for_selector("#validation-steps li", timeout=VALIDATION_TIMEOUT_MS)
     page.wait_for_selector("#validation[data-state=ready]", timeout=VALIDATION_TIMEOUT_MS)
     assert page.locator("#validation-steps li.passed").count() >= 2
-    session.shot("04-upload-validated")
+    session.shot("04-upload-validated", docs="console-upload")
     version = ModelVersion.objects.get(model__name="mlp", number=1)
     assert version.size == size and version.state == "ready"
 
@@ -119,16 +119,15 @@ def test_console_flows(platform, session_factory, tmp_path):
     confirm(session, "[data-action=promote]", "mlp v1 becomes the promoted version")
     assert "mlp v1 is promoted" in page.inner_text(".messages")
     page.wait_for_selector("#serving-table >> text=v1 live", timeout=SWITCH_TIMEOUT_MS)
-    session.shot("06-model-promoted")
+    session.shot("06-model-promoted", docs="console-model")
 
     # --- try it ----------------------------------------------------------------------------------
     page.click("#try-form button[type=submit]")
     page.wait_for_selector("#try-outputs tbody tr")
     assert "OUTPUT0" in page.inner_text("#try-outputs")
     assert re.search(r"answered in [\d.]+ ms", page.inner_text("#try-latency"))
-    session.page.locator("#try").screenshot(
-        path=str(session.shot("07-try-it").with_name("07-try-it-card.png"))
-    )
+    page.locator("#try-result").scroll_into_view_if_needed()
+    session.shot("07-try-it", docs="console-try-it")
 
     # --- a broken model fails with the step and the reason ---------------------------------------
     broken = upload(session, "mlp", [corrupt_file], expect="failed")
@@ -137,7 +136,7 @@ def test_console_flows(platform, session_factory, tmp_path):
     session.shot("08-upload-failed")
     page.goto(broken["href"])
     assert page.locator(".errorbox", has_text="Validation failed at").is_visible()
-    session.shot("09-version-failed")
+    session.shot("09-version-failed", docs="console-version-failed")
 
     # --- a second good version, promoted, then rolled back ---------------------------------------
     good = upload(session, "mlp", [onnx_file], expect="ready")
@@ -177,10 +176,10 @@ def test_console_flows(platform, session_factory, tmp_path):
     # --- the other pages -------------------------------------------------------------------------
     page.goto("/")
     assert page.locator("tr", has_text="add_sub").is_visible()
-    session.shot("12-models")
+    session.shot("12-models", docs="console-models")
     page.goto("/events/?model=mlp")
     assert page.locator("table.events tr", has_text="rollback").count() >= 1
-    session.shot("13-audit-log")
+    session.shot("13-audit-log", docs="console-audit-log")
     page.goto("/tokens/")
     page.fill("input[name=name]", "ci-deploy")
     page.select_option("select[name=role]", "deployer")
