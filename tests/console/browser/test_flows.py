@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from repository.demo_models import write_corrupt_onnx, write_onnx_mlp, write_python_add_sub
-from repository.models import ModelVersion
+from repository.models import Event, ModelVersion
 from tests.factories import UserFactory
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(420)]
@@ -51,13 +51,17 @@ def upload(session: Any, model: str, files: list[Path], *, expect: str) -> dict[
     return {"href": href, "number": number}
 
 
-def confirm(session: Any, selector: str, expected_text: str) -> None:
+def confirm(session: Any, selector: str, expected_text: str, *, double: bool = False) -> None:
     page = session.page
     page.click(selector)
     page.wait_for_selector("#changes")
     assert expected_text in page.inner_text("#changes")
-    page.click("#confirm")
+    if double:
+        page.dblclick("#confirm")
+    else:
+        page.click("#confirm")
     page.wait_for_selector(".messages")
+    assert page.locator(".message.error").count() == 0, page.inner_text(".messages")
 
 
 def test_console_flows(platform, session_factory, tmp_path):
@@ -101,10 +105,21 @@ def test_console_flows(platform, session_factory, tmp_path):
     assert progress[-1] == 100
     assert "INPUT0" in page.input_value("#config-editor")  # auto-complete prefilled the editor
     session.shot("03-upload-done")
+    frames: list[str] = []
+    page.on(
+        "websocket",
+        lambda ws: (
+            ws.on("framereceived", lambda payload: frames.append(payload))
+            if "/ws/versions/" in ws.url
+            else None
+        ),
+    )
     page.click("#create-version")
     page.wait_for_selector("#validation-steps li", timeout=VALIDATION_TIMEOUT_MS)
     page.wait_for_selector("#validation[data-state=ready]", timeout=VALIDATION_TIMEOUT_MS)
     assert page.locator("#validation-steps li.passed").count() >= 2
+    # The steps came over the WebSocket, several messages as validation went on.
+    assert sum('"steps"' in frame for frame in frames) >= 2, frames
     session.shot("04-upload-validated", docs="console-upload")
     version = ModelVersion.objects.get(model__name="mlp", number=1)
     assert version.size == size and version.state == "ready"
@@ -141,11 +156,14 @@ def test_console_flows(platform, session_factory, tmp_path):
     # --- a second good version, promoted, then rolled back ---------------------------------------
     good = upload(session, "mlp", [onnx_file], expect="ready")
     page.goto("/models/mlp/")
+    # A double click sends one promote (a second would fail: the version is promoted by then).
     confirm(
         session,
         f"tr[data-version='{good['number']}'] [data-action=promote]",
         "v1, promoted now, becomes retired",
+        double=True,
     )
+    assert Event.objects.filter(action="promote", to_version=good["number"]).count() == 1
     page.wait_for_selector(
         f"#serving-table >> text=v{good['number']} live", timeout=SWITCH_TIMEOUT_MS
     )
