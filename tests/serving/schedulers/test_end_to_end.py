@@ -295,3 +295,29 @@ def test_concurrent_http_calls_share_instances_without_errors(
     with concurrent.futures.ThreadPoolExecutor(4) as pool:
         results = list(pool.map(lambda v: http.infer("chain", [http_input(v, "IN")]), range(8)))
     assert [float(r.as_numpy("OUT")[0, 0]) for r in results] == [float(v) for v in range(8)]
+
+
+def test_grpc_cancelled_queued_request_never_runs_and_counts_as_canceled(
+    server: ServingProcess, grpc: grpcclient.InferenceServerClient
+) -> None:
+    labels = {"model": "prioritized", "version": "1"}
+    before = grpc.get_inference_statistics("prioritized", as_json=True)["model_stats"][0]
+    canceled_before = metric(metrics(server), "nv_inference_request_failure", **labels,
+                             reason="CANCELED")  # fmt: skip
+    finished: list[Any] = []
+    slow = {"execute_delay_ms": 1500}  # PYTHON_SLEEP's per-request delay: time to cancel
+    grpc.async_infer("prioritized", [grpc_input(0)], lambda result, error: finished.append(error),
+                     parameters=slow)  # fmt: skip
+    time.sleep(0.1)
+    victim = grpc.async_infer("prioritized", [grpc_input(1)], lambda result, error: None)
+    time.sleep(0.05)
+    victim.cancel()
+    deadline = time.monotonic() + 10
+    while not finished and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert finished == [None]
+    time.sleep(0.5)  # past the time the victim would have executed
+    after = grpc.get_inference_statistics("prioritized", as_json=True)["model_stats"][0]
+    assert int(after["execution_count"]) - int(before.get("execution_count", 0)) == 1
+    canceled = metric(metrics(server), "nv_inference_request_failure", **labels, reason="CANCELED")
+    assert canceled == canceled_before + 1
