@@ -10,6 +10,7 @@ from __future__ import annotations
 import abc
 import asyncio
 import contextlib
+import logging
 import time
 from collections import deque
 from collections.abc import Sequence
@@ -18,10 +19,12 @@ from serving.backends.base import ExecuteResult, ModelInstance
 from serving.core.model_spec import ModelSpec
 from serving.core.statistics import ModelStatistics
 from serving.core.types import InferRequest, InferResponse
-from serving.errors import ServingError, UnavailableError
+from serving.errors import InternalError, ServingError, UnavailableError
 from serving.schedulers.base import Scheduler
 from serving.schedulers.execution import BatchExecutor, BatchTiming
 from serving.schedulers.pending import Pending
+
+logger = logging.getLogger("serving.schedulers")
 
 STOPPING_MESSAGE = (
     "Server is stopping, scheduler for model has stopped accepting new inference requests"
@@ -224,7 +227,14 @@ class QueuedScheduler(Scheduler, abc.ABC):
                 pending.queued = False
                 pending.cancel_timer()
             self._update_pending_count()
-            await self._execute(instance, batch, reason)
+            try:
+                await self._execute(instance, batch, reason)
+            except Exception as exc:  # noqa: BLE001 - a scheduler bug must not kill the worker
+                logger.exception("model '%s': a batch could not be scheduled", self.spec.name)
+                self._executing.difference_update(batch)
+                error = InternalError(f"model '{self.spec.name}': scheduling failed: {exc}")
+                for pending in batch:
+                    self._finish(pending, error, reason="OTHER")
 
     async def _execute(self, instance: ModelInstance, batch: list[Pending], reason: str) -> None:
         requests = [pending.request for pending in batch]

@@ -124,6 +124,7 @@ class SequenceBatcher(QueuedScheduler):
                 f"inference request to model '{model}' must specify batch-size 1 due to "
                 "requirements of sequence batcher"
             )
+        self._controls.check(corrid)
         sequence = self._sequences.get(corrid)
         if sequence is None:
             if not request.sequence_start:

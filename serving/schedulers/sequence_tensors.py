@@ -64,6 +64,11 @@ class SequenceControls:
             tensors[name] = self._corrid_tensor(corrid, data_type)
         return tensors
 
+    def check(self, corrid: int | str) -> None:
+        """Refuse a correlation id the CORRID control cannot carry (a word for an integer type)."""
+        for _, data_type in self._corrid:
+            self._corrid_tensor(corrid, data_type)
+
     def _corrid_tensor(self, corrid: int | str, data_type: int) -> np.ndarray:
         if data_type == mc.TYPE_STRING:
             value = corrid if isinstance(corrid, str) else str(corrid)

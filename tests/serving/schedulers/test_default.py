@@ -147,3 +147,27 @@ async def test_stop_past_drain_timeout_fails_what_is_still_queued() -> None:
         with pytest.raises(UnavailableError):
             await task
     assert scheduler.in_flight == 0
+
+
+async def test_a_scheduling_bug_fails_its_batch_and_the_worker_keeps_serving() -> None:
+    class Flaky(DefaultScheduler):
+        broken = True
+
+        async def _execute(self, instance, batch, reason):  # type: ignore[no-untyped-def]
+            if self.broken:
+                self.broken = False
+                raise RuntimeError("bug")
+            await super()._execute(instance, batch, reason)
+
+    from serving.core.statistics import ModelStatistics
+
+    spec = make_spec(CONFIG)
+    scheduler = Flaky(
+        spec=spec, instances=[RecordingInstance(spec)], statistics=ModelStatistics("m", 1)
+    )
+    await scheduler.start()
+    with pytest.raises(ServingError, match="scheduling failed: bug"):
+        await scheduler.infer(request("r0"))
+    assert (await scheduler.infer(request("r1"))).id == "r1"
+    assert scheduler.statistics.failures_by_reason["OTHER"] == 1 and scheduler.in_flight == 0
+    await scheduler.stop(drain_timeout_s=1)

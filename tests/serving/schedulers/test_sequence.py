@@ -287,3 +287,13 @@ async def test_direct_strategy_waits_for_minimum_slot_utilization() -> None:
     await asyncio.gather(waiting, scheduler.infer(seq("b2", 2)))
     assert instance.batches == [["a1", "b1"], ["a2", "b2"]] and loop.time() - began < 1.5
     await scheduler.stop(drain_timeout_s=1)
+
+
+async def test_word_correlation_id_for_an_integer_corrid_control_is_refused_at_admission() -> None:
+    scheduler, _ = await started(config())
+    with pytest.raises(ServingError, match="expects an integer correlation ID") as info:
+        await scheduler.infer(seq("a1", "abc", start=True))
+    assert info.value.code.value == "INVALID_ARG"
+    digits = await scheduler.infer(seq("a2", "42", start=True, end=True))
+    assert controls(digits)[3] == 42
+    await scheduler.stop(drain_timeout_s=1)
