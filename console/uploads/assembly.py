@@ -18,6 +18,8 @@ from repository.models import ModelVersion
 from repository.services.versions import model_version_create_from_upload
 
 ARCHIVE_SUFFIXES = (".zip", ".tar.gz", ".tgz", ".tar")
+# Auto-complete reads the whole model; past this size the console leaves it to validation.
+SUGGEST_MAX_BYTES = 256 * 1024 * 1024
 MAX_FILES = 1000
 
 
@@ -117,6 +119,8 @@ def suggest_config(
     """What auto-complete makes of a single model file (empty when it cannot tell)."""
     sessions = complete_sessions(user_id=user_id, session_ids=session_ids)
     if len(sessions) != 1 or sessions[0].path.lower().endswith(ARCHIVE_SUFFIXES):
+        return "", []
+    if sessions[0].size > SUGGEST_MAX_BYTES:
         return "", []
     try:
         from repository.config import complete_config

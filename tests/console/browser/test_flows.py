@@ -24,6 +24,9 @@ pytestmark = [pytest.mark.browser, pytest.mark.timeout(420)]
 VALIDATION_TIMEOUT_MS = 150_000
 SWITCH_TIMEOUT_MS = 90_000
 CHUNK_BYTES = 256 * 1024
+V3_CONFIG = (
+    'name: "mlp"\nmax_batch_size: 8\ndynamic_batching { max_queue_delay_microseconds: 500 }\n'
+)
 
 # Small chunks so a few-MB model takes many requests; record every value the progress bar shows.
 OBSERVE_UPLOAD = f"""
@@ -38,12 +41,17 @@ document.addEventListener("DOMContentLoaded", () => {{
 """
 
 
-def upload(session: Any, model: str, files: list[Path], *, expect: str) -> dict[str, Any]:
-    """Upload ``files`` as a new version of ``model``; wait for validation to end in ``expect``."""
+def upload(
+    session: Any, model: str, files: list[Path], *, expect: str, config: str | None = None
+) -> dict[str, Any]:
+    """Upload ``files`` as a new version of ``model`` (with ``config`` typed into the editor, if
+    given); wait for validation to end in ``expect``."""
     page = session.page
     page.goto(f"/upload/?model={model}")
     page.set_input_files("#file-input", [str(f) for f in files])
     page.wait_for_selector("#create-version:not([disabled])", timeout=60_000)
+    if config is not None:
+        page.fill("#config-editor", config)
     page.click("#create-version")
     page.wait_for_selector(f"#validation[data-state={expect}]", timeout=VALIDATION_TIMEOUT_MS)
     href = page.get_attribute("#version-link", "href")
@@ -154,7 +162,12 @@ def test_console_flows(platform, session_factory, tmp_path):
     session.shot("09-version-failed", docs="console-version-failed")
 
     # --- a second good version, promoted, then rolled back ---------------------------------------
-    good = upload(session, "mlp", [onnx_file], expect="ready")
+    # This time the config says only what differs; auto-complete fills in the rest.
+    good = upload(session, "mlp", [onnx_file], expect="ready", config=V3_CONFIG)
+    page.goto(good["href"])
+    assert page.locator("#config .autocompleted").count() > 0
+    assert "+max_batch_size: 8" in page.inner_text("#config-diff")
+    session.shot("09b-version-autocompleted", docs="console-version")
     page.goto("/models/mlp/")
     # A double click sends one promote (a second would fail: the version is promoted by then).
     confirm(
