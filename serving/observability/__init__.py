@@ -1,0 +1,1 @@
+"""Observability of the serving process: model metrics, system metrics, live stats."""

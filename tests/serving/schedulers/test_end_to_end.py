@@ -321,3 +321,26 @@ def test_grpc_cancelled_queued_request_never_runs_and_counts_as_canceled(
     assert int(after["execution_count"]) - int(before.get("execution_count", 0)) == 1
     canceled = metric(metrics(server), "nv_inference_request_failure", **labels, reason="CANCELED")
     assert canceled == canceled_before + 1
+
+
+def test_statistics_extension_carries_every_field_over_http_and_grpc(
+    http: httpclient.InferenceServerClient, grpc: grpcclient.InferenceServerClient
+) -> None:
+    handles = [http.async_infer("batcher", [http_input(i)]) for i in range(4)]
+    for handle in handles:
+        handle.get_result()
+    over_http = http.get_inference_statistics("batcher", "1")["model_stats"][0]
+    assert set(over_http) >= {
+        "name", "version", "last_inference", "inference_count", "execution_count",
+        "inference_stats", "batch_stats",
+    }  # fmt: skip
+    assert set(over_http["inference_stats"]) == {
+        "success", "fail", "queue", "compute_input", "compute_infer", "compute_output",
+        "cache_hit", "cache_miss",
+    }  # fmt: skip
+    over_grpc = grpc.get_inference_statistics("batcher", "1", as_json=True)["model_stats"][0]
+    sizes_http = {b["batch_size"] for b in over_http["batch_stats"]}
+    sizes_grpc = {int(b["batch_size"]) for b in over_grpc["batch_stats"]}
+    assert 4 in sizes_http and sizes_http == sizes_grpc
+    four = next(b for b in over_grpc["batch_stats"] if int(b["batch_size"]) == 4)
+    assert int(four["compute_infer"]["count"]) >= 1 and int(four["compute_infer"]["ns"]) > 0
