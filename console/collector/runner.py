@@ -30,14 +30,19 @@ from console.collector.sources import ReplicaTarget, live_replica_targets, versi
 
 logger = logging.getLogger(__name__)
 
-GROUP = "dashboards"
+DEFAULT_GROUP = "dashboards"
 FRAME_MESSAGE_TYPE = "dashboards.frame"
 LIVE_STATS_PATH = "/v2/portico/live-stats"
 INTERVAL_S = 1.0
 FETCH_TIMEOUT_S = 0.8
 HISTORY_S = 15 * 60
-LEASE_KEY = "portico:dashboards:publisher"
 LEASE_MS = 3000
+
+
+def group_name() -> str:
+    """The Channels group frames go to (settings ``PORTICO_DASHBOARD_GROUP``, for isolation when
+    several consoles that are not one deployment share a Redis, as parallel tests do)."""
+    return str(getattr(settings, "PORTICO_DASHBOARD_GROUP", DEFAULT_GROUP))
 
 
 def compact_point(t: float, frame: dict[str, Any]) -> dict[str, Any]:
@@ -61,6 +66,7 @@ class _PublishLease:
 
     def __init__(self, redis_url: str) -> None:
         self._token = uuid.uuid4().hex
+        self._key = f"portico:{group_name()}:publisher"
         self._client: Any = None
         if redis_url:
             import redis.asyncio as redis_asyncio
@@ -71,10 +77,10 @@ class _PublishLease:
         if self._client is None:
             return True  # the in-memory layer never leaves this process
         try:
-            if await self._client.set(LEASE_KEY, self._token, nx=True, px=LEASE_MS):
+            if await self._client.set(self._key, self._token, nx=True, px=LEASE_MS):
                 return True
-            if (await self._client.get(LEASE_KEY)) == self._token.encode():
-                await self._client.pexpire(LEASE_KEY, LEASE_MS)
+            if (await self._client.get(self._key)) == self._token.encode():
+                await self._client.pexpire(self._key, LEASE_MS)
                 return True
             return False
         except Exception:  # Redis down: publish rather than go dark
@@ -235,7 +241,7 @@ class Collector:
 async def _publish(frame: dict[str, Any]) -> None:
     layer = get_channel_layer()
     if layer is not None:
-        await layer.group_send(GROUP, {"type": FRAME_MESSAGE_TYPE, "frame": frame})
+        await layer.group_send(group_name(), {"type": FRAME_MESSAGE_TYPE, "frame": frame})
 
 
 _COLLECTOR: Collector | None = None

@@ -18,7 +18,7 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from console.collector.rolling import Selection
-from console.collector.runner import GROUP, ensure_collector
+from console.collector.runner import ensure_collector, group_name
 from console.permissions import ROLE_VIEWER, user_has_role
 
 
@@ -60,8 +60,9 @@ class DashboardConsumer(AsyncJsonWebsocketConsumer):
             await self.close(code=4403)
             return
         await self.accept()
+        self.group = group_name()
         if self.channel_layer is not None:
-            await self.channel_layer.group_add(GROUP, self.channel_name)
+            await self.channel_layer.group_add(self.group, self.channel_name)
         self.collector = ensure_collector()
         await self.send_json({"type": "backfill", **self.collector.backfill(self.model)})
         if self.collector.frame is not None:
@@ -70,8 +71,8 @@ class DashboardConsumer(AsyncJsonWebsocketConsumer):
             )
 
     async def disconnect(self, code: int) -> None:
-        if self.channel_layer is not None:
-            await self.channel_layer.group_discard(GROUP, self.channel_name)
+        if self.channel_layer is not None and hasattr(self, "group"):
+            await self.channel_layer.group_discard(self.group, self.channel_name)
 
     async def dashboards_frame(self, event: dict[str, Any]) -> None:
         """Group message from the collector."""

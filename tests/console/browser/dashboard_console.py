@@ -10,6 +10,7 @@ _shared = json.loads(os.environ["PORTICO_TEST_CONSOLE"])
 
 DATABASES["default"]["NAME"] = _shared["db_name"]  # noqa: F405
 PORTICO_DASHBOARD_REPLICA_URLS = _shared["replica_urls"]
+PORTICO_DASHBOARD_GROUP = _shared["group"]
 
 
 def application_with_static():  # type: ignore[no-untyped-def]

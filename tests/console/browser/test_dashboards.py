@@ -11,6 +11,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -107,7 +108,11 @@ def console_url(serving_url: str, tmp_path: Path) -> Iterator[str]:
     ):
         pytest.skip("a console process cannot share an in-memory SQLite test database")
     port = _free_port()
-    shared = {"db_name": connection.settings_dict["NAME"], "replica_urls": [serving_url]}
+    shared = {
+        "db_name": connection.settings_dict["NAME"],
+        "replica_urls": [serving_url],
+        "group": f"dashboards-test-{uuid.uuid4().hex[:12]}",  # parallel tests share one Redis
+    }
     env = dict(
         os.environ,
         PORTICO_TEST_CONSOLE=json.dumps(shared),

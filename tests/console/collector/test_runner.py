@@ -8,6 +8,7 @@ import dataclasses
 import http.server
 import socket
 import threading
+import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
@@ -87,8 +88,10 @@ def _succeed(stats: ModelStatistics, n: int, total_ms: float) -> None:
 
 
 @pytest.fixture(autouse=True)
-async def _channel_layer_closed() -> Any:
-    """The Redis layer and the publish lease keep per-loop connections: close them with the loop."""
+async def _channel_layer_closed(settings: Any) -> Any:
+    """A group of this test's own (parallel tests share one Redis); and the Redis layer and the
+    publish lease keep per-loop connections: close them with the loop."""
+    settings.PORTICO_DASHBOARD_GROUP = f"dashboards-test-{uuid.uuid4().hex[:12]}"
     yield
     await reset_collector()
     await _close_layer()
