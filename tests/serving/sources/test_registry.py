@@ -46,7 +46,23 @@ def registry_version(name: str, number: int, onnx: bytes, config_text: str) -> A
 def promote(version: Any) -> None:
     from repository.services.promotion import model_version_promote
 
-    model_version_promote(version=version, actor=version.uploaded_by)
+    retrying(lambda: model_version_promote(version=version, actor=version.uploaded_by))
+
+
+def retrying(change: Any) -> Any:
+    """Run a registry write, retrying while SQLite's shared in-memory test database is locked by
+    the replica's reader thread (PostgreSQL never needs this)."""
+    from django.db import OperationalError, transaction
+
+    for _ in range(50):
+        try:
+            with transaction.atomic():
+                return change()
+        except OperationalError as exc:
+            if "locked" not in str(exc):
+                raise
+            time.sleep(0.05)
+    return change()
 
 
 def registry_settings(tmp_path: Path) -> ServingSettings:
@@ -118,9 +134,9 @@ def test_promote_and_rollback_drop_no_request(tmp_path: Path) -> None:
             promote(v2)
             loop.wait_for_version("2")
             rollback_at = len(loop.versions)
-            model_rollback(model=v1.model, actor=v1.uploaded_by)
+            retrying(lambda: model_rollback(model=v1.model, actor=v1.uploaded_by))
             loop.wait_for_version("1")
-        assert loop.failures == []
+        assert loop.failures == [], loop.failures[:3]
         first_v2 = loop.versions.index("2")
         assert set(loop.versions[:first_v2]) == {"1"}
         assert set(loop.versions[first_v2:rollback_at]) == {"2"}
@@ -160,7 +176,7 @@ def test_corrupt_blob_is_refused_and_the_old_version_keeps_serving(tmp_path: Pat
     with ServingProcess(registry_settings(tmp_path)) as server:
         client = httpclient.InferenceServerClient(server.http_url)
         bad_onnx = onnx + b"\x00"  # a different blob, then damaged in storage
-        v2 = registry_version("ident", 2, bad_onnx, config)
+        v2 = retrying(lambda: registry_version("ident", 2, bad_onnx, config))
         sha = v2.files.get().blob_id
         with blob_storage().open(blob_name(sha), "wb") as damaged:
             damaged.write(b"not what was uploaded")
