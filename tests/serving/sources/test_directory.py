@@ -241,3 +241,21 @@ def _load_request(name: str, parameter: str) -> Any:
     request = service_pb2.RepositoryModelLoadRequest(model_name=name)
     request.parameters[parameter].string_param = "x"
     return request
+
+
+def test_poll_mode_reloads_a_changed_config_and_unloads_a_removed_version(tmp_path: Path) -> None:
+    from tests.serving.harness import set_version_policy
+
+    dm.write_onnx_identity(tmp_path, "identity", version=1)
+    model_dir = dm.write_onnx_identity(tmp_path, "identity", version=2)
+    set_version_policy(model_dir, "all {}")
+    with serving(tmp_path, model_control_mode="poll", repository_poll_s=0.2) as server:
+        client = httpclient.InferenceServerClient(server.http_url)
+        assert client.get_model_metadata("identity")["versions"] == ["1", "2"]
+        config_path = model_dir / "config.pbtxt"
+        config_path.write_text(config_path.read_text().replace("max_batch_size: 8",
+                                                               "max_batch_size: 4"))  # fmt: skip
+        wait_for(lambda: client.get_model_config("identity")["max_batch_size"] == 4)
+        shutil.rmtree(model_dir / "1")
+        wait_for(lambda: client.get_model_metadata("identity")["versions"] == ["2"])
+        assert infer_identity(client)["model_version"] == "2"
