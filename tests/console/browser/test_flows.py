@@ -153,7 +153,21 @@ def test_console_flows(platform, session_factory, tmp_path):
     session.shot("07-try-it", docs="console-try-it")
 
     # --- a broken model fails with the step and the reason ---------------------------------------
-    broken = upload(session, "mlp", [corrupt_file], expect="failed")
+    # Dropped on the page this time (a drag and drop carrying the file).
+    page.goto("/upload/?model=mlp")
+    drop = page.evaluate_handle(
+        """([name, bytes]) => {
+            const transfer = new DataTransfer();
+            transfer.items.add(new File([new Uint8Array(bytes)], name));
+            return transfer;
+        }""",
+        ["model.onnx", list(corrupt_file.read_bytes())],
+    )
+    page.dispatch_event("#dropzone", "drop", {"dataTransfer": drop})
+    page.wait_for_selector("#create-version:not([disabled])")
+    page.click("#create-version")
+    page.wait_for_selector("#validation[data-state=failed]", timeout=VALIDATION_TIMEOUT_MS)
+    broken = {"href": page.get_attribute("#version-link", "href")}
     summary = page.inner_text("#validation-summary")
     assert "Validation failed at" in summary, summary
     session.shot("08-upload-failed")
