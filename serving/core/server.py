@@ -380,6 +380,33 @@ class InferenceServer:
                 lv.state, lv.reason = UNAVAILABLE, reason
                 entry.versions[lv.version] = lv
 
+    async def load_version(
+        self, spec: ModelSpec, *, fingerprint: str = "", make_default: bool = False
+    ) -> None:
+        """Load (or reload) one version next to the model's other ready versions."""
+        entry = self.models.get(spec.name)
+        keep = [
+            VersionPlan(lv.spec, lv.fingerprint)
+            for lv in (entry.versions.values() if entry is not None else ())
+            if lv.state == READY and lv.version != spec.version
+        ]
+        default = spec.version if make_default else entry.default_version if entry else None
+        await self.apply_model(
+            spec.name, [*keep, VersionPlan(spec, fingerprint)], default_version=default
+        )
+
+    async def unload(self, name: str, version: int | None = None) -> None:
+        """Unload one version (drained first), or every version of the model."""
+        if version is None:
+            await self.unload_model(name)
+            return
+        entry = self.models.get(name)
+        lv = entry.versions.get(version) if entry is not None else None
+        if entry is None or lv is None or lv.state != READY:
+            return
+        async with entry.lock:
+            await self._retire(lv)
+
     def record_model_failure(self, name: str, reason: str) -> None:
         """A model failed before any version could load (config, layout); keep why."""
         entry = self.models.setdefault(name, ModelEntry(name))

@@ -198,3 +198,16 @@ async def test_concurrent_requests_during_repeated_swaps_all_succeed() -> None:
     await asyncio.gather(*clients)
     assert failures == []
     await server.shutdown()
+
+
+async def test_load_version_keeps_the_others_and_unload_takes_one_version() -> None:
+    server = make_server()
+    await server.load_version(spec(1))
+    await server.load_version(spec(2))
+    assert [lv.version for lv in server.models["echo"].ready_versions()] == [1, 2]
+    await server.load_version(spec(1), make_default=True)
+    assert (await server.infer(request())).model_version == 1
+    await server.unload("echo", 1)
+    assert (await server.infer(request())).model_version == 2
+    await server.unload("echo")
+    assert server.models["echo"].ready_versions() == []
