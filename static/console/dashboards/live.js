@@ -118,7 +118,8 @@ export class LiveChart {
     const unit = this.unit;
     this.plot = new uPlot({
       title: this.title, width, height: this.height,
-      scales: { x: { time: true } },
+      // Everything charted is non-negative; start at 0 and never collapse an all-zero series.
+      scales: { x: { time: true }, y: { range: (u, min, max) => [0, max > 0 ? max * 1.1 : 1] } },
       series: [{}, ...labels.map((label, i) => ({
         label, stroke: color(i), width: i === 0 ? 2 : 1.25, spanGaps: false,
         value: (u, v) => fmt(v, 2, unit),

@@ -9,7 +9,8 @@ const markers = [];
 const getMarkers = () => markers;
 const charts = {
   throughput: new LiveChart(document.getElementById("chart-throughput"), { title: "Throughput (req/s)", unit: "req/s", getMarkers }),
-  latency: new LiveChart(document.getElementById("chart-latency"), { title: "Latency (ms): total, queue, compute", unit: "ms", getMarkers }),
+  latency: new LiveChart(document.getElementById("chart-latency"), { title: "Latency end to end (ms)", unit: "ms", getMarkers }),
+  split: new LiveChart(document.getElementById("chart-split"), { title: "Where the time goes: queue vs compute (ms)", unit: "ms", getMarkers }),
   queue: new LiveChart(document.getElementById("chart-queue"), { title: "Queue depth and in flight", getMarkers }),
 };
 window.porticoDashboard = { model, rows, markers, charts, frames: 0 };
@@ -26,7 +27,8 @@ function rowFromCombined(t, c, byReplica) {
       rps: c.requests_per_s ?? c.rps, eps: c.failures_per_s ?? c.eps,
       queue_depth: c.queue_depth, in_flight: c.in_flight,
       p50: ms(lat.request?.p50), p95: ms(lat.request?.p95), p99: ms(lat.request?.p99),
-      q95: ms(lat.queue?.p95), c95: ms(lat.compute_infer?.p95),
+      q50: ms(lat.queue?.p50), q95: ms(lat.queue?.p95), q99: ms(lat.queue?.p99),
+      c50: ms(lat.compute_infer?.p50), c95: ms(lat.compute_infer?.p95), c99: ms(lat.compute_infer?.p99),
     },
     r,
   };
@@ -48,9 +50,13 @@ function redraw() {
   );
   const perReplica = replicas.length > 1 ? replicas : [];
   charts.latency.setData(
-    ["p50", "p95", "p99", "queue p95", "compute p95", ...perReplica.map((id) => `p95 ${id}`)],
-    [t, col((r) => r.c.p50), col((r) => r.c.p95), col((r) => r.c.p99), col((r) => r.c.q95), col((r) => r.c.c95),
+    ["p50", "p95", "p99", ...perReplica.map((id) => `p95 ${id}`)],
+    [t, col((r) => r.c.p50), col((r) => r.c.p95), col((r) => r.c.p99),
       ...perReplica.map((id) => col((r) => r.r[id]?.p95 ?? null))],
+  );
+  charts.split.setData(
+    ["queue p50", "queue p95", "queue p99", "compute p50", "compute p95", "compute p99"],
+    [t, col((r) => r.c.q50), col((r) => r.c.q95), col((r) => r.c.q99), col((r) => r.c.c50), col((r) => r.c.c95), col((r) => r.c.c99)],
   );
   charts.queue.setData(["queue depth", "in flight"], [t, col((r) => r.c.queue_depth), col((r) => r.c.in_flight)]);
 }
