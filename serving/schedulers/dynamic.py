@@ -165,6 +165,8 @@ class DynamicBatcher(QueuedScheduler):
                 signature = self._signature(pending.request)
             walk.batch.append(pending)
             walk.total += size
+            if not walk.saturated_cut and walk.total > self._largest_preferred:
+                walk.saturated_cut = len(walk.batch)  # a first request already past every size
             if not walk.saturated_cut and walk.total in self._preferred:
                 walk.preferred_cut, walk.preferred_total = len(walk.batch), walk.total
             if walk.total >= self._max:

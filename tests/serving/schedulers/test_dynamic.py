@@ -290,3 +290,15 @@ async def test_failed_batch_sets_the_error_on_every_request() -> None:
     assert all(isinstance(r, ServingError) and "device lost" in str(r) for r in results)
     assert scheduler.statistics.failures_by_reason["BACKEND"] == 3
     await scheduler.stop(drain_timeout_s=1)
+
+
+async def test_request_larger_than_every_preferred_size_goes_without_waiting_the_delay() -> None:
+    scheduler, [instance] = await started(
+        config("preferred_batch_size: [4] max_queue_delay_microseconds: 3000000")
+    )
+    loop = asyncio.get_running_loop()
+    began = loop.time()
+    await scheduler.infer(request("big", batch=6))
+    assert loop.time() - began < 1.5 and instance.batches == [["big"]]
+    assert scheduler.statistics.batch_release_reasons["max_batch"] == 1
+    await scheduler.stop(drain_timeout_s=1)
