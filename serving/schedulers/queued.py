@@ -233,8 +233,12 @@ class QueuedScheduler(Scheduler, abc.ABC):
                 logger.exception("model '%s': a batch could not be scheduled", self.spec.name)
                 self._executing.difference_update(batch)
                 error = InternalError(f"model '{self.spec.name}': scheduling failed: {exc}")
+                self._batch_abandoned(batch, error)
                 for pending in batch:
                     self._finish(pending, error, reason="OTHER")
+
+    def _batch_abandoned(self, batch: list[Pending], error: InternalError) -> None:
+        """A batch taken from the queue will not run; subclasses release what it held."""
 
     async def _execute(self, instance: ModelInstance, batch: list[Pending], reason: str) -> None:
         requests = [pending.request for pending in batch]

@@ -22,7 +22,7 @@ from serving.backends.base import ExecuteResult, ModelInstance
 from serving.core.model_spec import ModelSpec
 from serving.core.statistics import ModelStatistics
 from serving.core.types import InferRequest, InferResponse
-from serving.errors import CancelledError, InvalidArgumentError
+from serving.errors import CancelledError, InternalError, InvalidArgumentError
 from serving.schedulers.dynamic import INSTANCE_IDLE, MAX_BATCH, PREFERRED_SIZE, QUEUE_DELAY
 from serving.schedulers.pending import Pending
 from serving.schedulers.queued import QueuedScheduler, wait_until_set
@@ -311,6 +311,10 @@ class SequenceBatcher(QueuedScheduler):
         inputs = dict(filler.inputs)
         inputs.update(self._controls.tensors(start=False, end=False, ready=False, corrid=0))
         return dataclasses.replace(filler, id="", inputs=inputs)
+
+    def _batch_abandoned(self, batch: list[Pending], error: InternalError) -> None:
+        for pending in batch:
+            self._after(pending, error)
 
     def _after(self, pending: Pending, result: ExecuteResult) -> None:
         sequence: Sequence = pending.sequence
