@@ -124,7 +124,7 @@ export class LiveChart {
         label, stroke: color(i), width: i === 0 ? 2 : 1.25, spanGaps: false,
         value: (u, v) => fmt(v, 2, unit),
       }))],
-      axes: [{}, { size: 60, values: (u, vals) => vals.map((v) => fmt(v, 1)) }],
+      axes: [{}, { size: 60, values: (u, vals) => vals.map((v) => fmt(v, v !== 0 && Math.abs(v) < 1 ? 2 : 1)) }],
       legend: { live: true },
       plugins: [markersPlugin(this.getMarkers)],
     }, null, this.el);

@@ -101,7 +101,9 @@ function renderBars(id, counts, label) {
 }
 
 function renderMarkers() {
-  document.getElementById("marker-list").innerHTML = markers.slice(-8).reverse().map((m) =>
+  document.getElementById("marker-list").innerHTML = markers.length === 0
+    ? "<li class='muted'>none in the last 15 minutes</li>"
+    : markers.slice(-8).reverse().map((m) =>
     `<li data-marker="${m.id}">${new Date(m.time * 1000).toLocaleTimeString()} · <strong>${m.action === "rollback" ? "rolled back" : "promoted"}</strong> to v${m.version ?? "?"}${m.from_version ? ` from v${m.from_version}` : ""} <span class="muted">by ${escapeHtml(m.actor || "")}</span></li>`).join("");
   root.dataset.markers = String(markers.length);
 }
