@@ -52,6 +52,31 @@ ACCUMULATE = textwrap.dedent('''\
             return responses
 ''')
 
+REFUSE_NEGATIVE = textwrap.dedent('''\
+    """Echoes INPUT0 to OUTPUT0; a request with a negative value fails with an error response."""
+    import triton_python_backend_utils as pb_utils
+
+
+    class TritonPythonModel:
+        def execute(self, requests):
+            responses = []
+            for request in requests:
+                x = pb_utils.get_input_tensor_by_name(request, "INPUT0").as_numpy()
+                if (x < 0).any():
+                    error = pb_utils.TritonError("negative input refused")
+                    responses.append(pb_utils.InferenceResponse(error=error))
+                else:
+                    responses.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT0", x)]))
+            return responses
+''')
+
+REFUSE_NEGATIVE_CONFIG = """
+backend: "python" max_batch_size: 8
+input { name: "INPUT0" data_type: TYPE_FP32 dims: [4] }
+output { name: "OUTPUT0" data_type: TYPE_FP32 dims: [4] }
+instance_group { kind: KIND_CPU count: 1 }
+"""
+
 ACCUMULATE_CONFIG = """
 backend: "python" max_batch_size: 2
 input { name: "INPUT" data_type: TYPE_INT32 dims: [1] }
@@ -100,7 +125,19 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServingProcess]
         repo, "prioritized", "priority_levels: 2 default_priority_level: 2",
         delay_ms=300, max_batch=1,
     )  # fmt: skip
+    sleep_model(
+        repo, "delayed",
+        "default_queue_policy { timeout_action: DELAY default_timeout_microseconds: 200000 }",
+        delay_ms=0, max_batch=1,
+    )  # fmt: skip
+    sleep_model(repo, "ordered", "preserve_ordering: true", delay_ms=0, max_batch=1)
+    _set_instances(repo / "ordered", 2)
     dm.write_python_model(repo, "accumulate", ACCUMULATE, ACCUMULATE_CONFIG)
+    one_slot = ACCUMULATE_CONFIG.replace("max_batch_size: 2", "max_batch_size: 1").replace(
+        "max_sequence_idle_microseconds: 5000000", "max_sequence_idle_microseconds: 300000"
+    )
+    dm.write_python_model(repo, "accumulate_one", ACCUMULATE, one_slot)
+    dm.write_python_model(repo, "refuse_negative", REFUSE_NEGATIVE, REFUSE_NEGATIVE_CONFIG)
     dm.write_onnx_identity(repo, "first", dims=(4,), max_batch_size=8)
     dm.write_onnx_identity(repo, "second", dims=(4,), max_batch_size=8)
     tensor = dm.TensorDecl
@@ -111,8 +148,28 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServingProcess]
         inputs=[tensor("IN", "FP32", (4,))], outputs=[tensor("OUT", "FP32", (4,))],
         max_batch_size=8,
     )  # fmt: skip
-    with serving(repo) as process:
+    dm.write_ensemble(
+        repo, "guarded",
+        [dm.EnsembleStep("first", {"INPUT0": "IN"}, {"OUTPUT0": "middle"}),
+         dm.EnsembleStep("refuse_negative", {"INPUT0": "middle"}, {"OUTPUT0": "OUT"})],
+        inputs=[tensor("IN", "FP32", (4,))], outputs=[tensor("OUT", "FP32", (4,))],
+        max_batch_size=8,
+    )  # fmt: skip
+    dm.write_ensemble(  # "first" takes [4]: the ensemble's [5] cannot flow into it
+        repo, "misshapen",
+        [dm.EnsembleStep("first", {"INPUT0": "IN"}, {"OUTPUT0": "OUT"})],
+        inputs=[tensor("IN", "FP32", (5,))], outputs=[tensor("OUT", "FP32", (4,))],
+        max_batch_size=8,
+    )  # fmt: skip
+    with serving(repo, exit_on_error=False) as process:
         yield process
+
+
+def _set_instances(model_dir: Path, count: int) -> None:
+    path = model_dir / "config.pbtxt"
+    cfg = text_format.Parse(path.read_text(), mc.ModelConfig())
+    cfg.instance_group[0].count = count
+    path.write_text(str(text_format.MessageToString(cfg)))
 
 
 @pytest.fixture
@@ -344,3 +401,78 @@ def test_statistics_extension_carries_every_field_over_http_and_grpc(
     assert 4 in sizes_http and sizes_http == sizes_grpc
     four = next(b for b in over_grpc["batch_stats"] if int(b["batch_size"]) == 4)
     assert int(four["compute_infer"]["count"]) >= 1 and int(four["compute_infer"]["ns"]) > 0
+
+
+def completion_order(client: grpcclient.InferenceServerClient, calls: list[tuple]) -> list[str]:  # type: ignore[type-arg]
+    """Send ``(tag, model, value, delay_ms, pause_s)`` calls; return tags in completion order."""
+    finished: list[str] = []
+    for tag, model, value, delay_ms, pause_s in calls:
+
+        def record(result: Any, error: Any, tag: str = tag) -> None:
+            finished.append(tag if error is None else f"{tag}: {error}")
+
+        parameters = {"execute_delay_ms": delay_ms} if delay_ms else None
+        client.async_infer(model, [grpc_input(value)], record, parameters=parameters)
+        time.sleep(pause_s)
+    deadline = time.monotonic() + 10
+    while len(finished) < len(calls) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return finished
+
+
+def test_delay_policy_moves_a_timed_out_request_behind_newer_ones(
+    grpc: grpcclient.InferenceServerClient,
+) -> None:
+    # busy runs 600 ms; "old" times out (200 ms) while queued and is delayed; "new" arrives
+    # late enough to still be within its own timeout when the instance frees up.
+    order = completion_order(grpc, [
+        ("busy", "delayed", 0, 600, 0.02), ("old", "delayed", 1, 0, 0.5),
+        ("new", "delayed", 2, 0, 0.0),
+    ])  # fmt: skip
+    assert order == ["busy", "new", "old"]
+
+
+def test_preserve_ordering_holds_a_fast_response_behind_a_slow_one(
+    grpc: grpcclient.InferenceServerClient,
+) -> None:
+    order = completion_order(
+        grpc, [("slow", "ordered", 0, 500, 0.05), ("fast", "ordered", 1, 0, 0.0)]
+    )
+    assert order == ["slow", "fast"]  # "fast" ran on the second instance but waited its turn
+
+
+def test_backlogged_sequence_gets_the_slot_of_an_idle_one_over_grpc(
+    grpc: grpcclient.InferenceServerClient,
+) -> None:
+    grpc.infer("accumulate_one", [sequence_input(1, grpcclient)], sequence_id=501,
+               sequence_start=True)  # fmt: skip
+    began = time.monotonic()
+    result = grpc.infer("accumulate_one", [sequence_input(7, grpcclient)], sequence_id=502,
+                        sequence_start=True, sequence_end=True)  # fmt: skip
+    assert time.monotonic() - began >= 0.2  # waited in the backlog for 501's idle timeout
+    assert int(result.as_numpy("OUTPUT")[0, 0]) == 7 and int(result.as_numpy("CORR")[0, 0]) == 502
+    with pytest.raises(InferenceServerException) as info:
+        grpc.infer("accumulate_one", [sequence_input(1, grpcclient)], sequence_id=501)
+    assert "must specify the START flag" in info.value.message()
+
+
+def test_ensemble_step_error_names_the_step_over_http(
+    http: httpclient.InferenceServerClient,
+) -> None:
+    assert float(http.infer("guarded", [http_input(2, "IN")]).as_numpy("OUT")[0, 0]) == 2.0
+    with pytest.raises(InferenceServerException) as info:
+        http.infer("guarded", [http_input(-1, "IN")])
+    assert info.value.message().startswith(
+        "in ensemble 'guarded', step 1 (model 'refuse_negative'): "
+    )
+    assert "negative input refused" in info.value.message()
+
+
+def test_ensemble_load_time_validation_error_is_the_models_reason(
+    http: httpclient.InferenceServerClient,
+) -> None:
+    index = {row["name"]: row for row in http.get_model_repository_index()}
+    assert index["misshapen"]["state"] == "UNAVAILABLE"
+    reason = index["misshapen"]["reason"]
+    assert "tensor 'IN' has shape [-1, 4] in model 'first' but [-1, 5] in the ensemble" in reason
+    assert not http.is_model_ready("misshapen")
