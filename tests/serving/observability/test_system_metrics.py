@@ -48,3 +48,56 @@ def test_cpu_meter_reads_a_fraction() -> None:
     meter = system_metrics.CpuMeter()
     sum(i * i for i in range(200_000))
     assert 0.0 <= meter.read() <= 1.0
+
+
+class _StubNvml:
+    """Stands in for pynvml's functions on a host without a GPU (units as NVML reports them)."""
+
+    class NVMLError(Exception):
+        pass
+
+    @staticmethod
+    def nvmlDeviceGetCount() -> int:  # noqa: N802 - NVML's names
+        return 1
+
+    @staticmethod
+    def nvmlDeviceGetHandleByIndex(index: int) -> int:  # noqa: N802
+        return index
+
+    @staticmethod
+    def nvmlDeviceGetUUID(handle: int) -> bytes:  # noqa: N802
+        return b"GPU-1234"
+
+    @staticmethod
+    def nvmlDeviceGetName(handle: int) -> str:  # noqa: N802
+        return "Test GPU"
+
+    @staticmethod
+    def nvmlDeviceGetMemoryInfo(handle: int) -> object:  # noqa: N802
+        return type("Memory", (), {"total": 80 * 2**30, "used": 2**30})()
+
+    @staticmethod
+    def nvmlDeviceGetUtilizationRates(handle: int) -> object:  # noqa: N802
+        return type("Rates", (), {"gpu": 42})()
+
+    @staticmethod
+    def nvmlDeviceGetPowerUsage(handle: int) -> int:  # noqa: N802
+        return 123_456  # milliwatts
+
+    @staticmethod
+    def nvmlDeviceGetEnforcedPowerLimit(handle: int) -> int:  # noqa: N802
+        return 700_000
+
+    @staticmethod
+    def nvmlDeviceGetTotalEnergyConsumption(handle: int) -> int:  # noqa: N802
+        raise _StubNvml.NVMLError("not supported")  # older GPUs: reported as 0, not an error
+
+
+def test_gpu_readings_convert_nvml_units_and_tolerate_unsupported_queries() -> None:
+    reading = system_metrics._read_gpu(_StubNvml, 0)
+    assert reading.uuid == "GPU-1234" and reading.name == "Test GPU"
+    assert reading.utilization == pytest.approx(0.42)
+    assert reading.power_usage_w == pytest.approx(123.456)
+    assert reading.power_limit_w == pytest.approx(700.0)
+    assert reading.energy_j == 0.0
+    assert reading.memory_used_bytes == 2**30
