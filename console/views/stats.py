@@ -48,10 +48,10 @@ def model_stats() -> dict[str, dict[str, float | None]] | None:
     result: dict[str, dict[str, float | None]] = {}
     for name, model in frame.get("models", {}).items():
         combined: dict[str, Any] = model.get("combined", {})
-        p95_us = (combined.get("latency_us", {}).get("request") or {}).get("p95")
+        p95_us = _number((combined.get("latency_us", {}).get("request") or {}).get("p95"))
         result[name] = {
             "rps": _number(combined.get("requests_per_s")),
-            "p95_ms": _number(p95_us) / 1000 if _number(p95_us) is not None else None,
+            "p95_ms": p95_us / 1000 if p95_us is not None else None,
         }
     return result
 
