@@ -92,6 +92,7 @@ class SequenceBatcher(QueuedScheduler):
         self._sequences: dict[int | str, Sequence] = {}
         self._backlog: deque[Sequence] = deque()
         self._ready: list[asyncio.Event] = []
+        self._queued = 0  # requests waiting in every sequence's queue (kept, not summed)
 
     async def start(self) -> None:
         self._ready = [asyncio.Event() for _ in self.instances]
@@ -99,7 +100,7 @@ class SequenceBatcher(QueuedScheduler):
 
     @property
     def queue_depth(self) -> int:
-        return sum(len(seq.queue) for seq in self._sequences.values())
+        return self._queued
 
     @property
     def active_sequences(self) -> int:
@@ -138,6 +139,7 @@ class SequenceBatcher(QueuedScheduler):
         sequence.stop_idle_timer()
         pending.sequence = sequence
         sequence.queue.append(pending)
+        self._queued += 1
         self._signal(sequence)
 
     def _assign(self, sequence: Sequence) -> None:
@@ -192,6 +194,7 @@ class SequenceBatcher(QueuedScheduler):
             sequence.queue.remove(pending)
         except ValueError:
             return False
+        self._queued -= 1
         return True
 
     def _cancelled(self, pending: Pending) -> None:
@@ -204,6 +207,7 @@ class SequenceBatcher(QueuedScheduler):
         message = f"request of sequence {sequence.corrid} cancelled with an earlier request"
         while sequence.queue:
             other = sequence.queue.popleft()
+            self._queued -= 1
             self._finish(other, CancelledError(message), reason="CANCELED")
         self._update_pending_count()
         if not sequence.busy:
@@ -214,6 +218,7 @@ class SequenceBatcher(QueuedScheduler):
         for seq in self._sequences.values():
             seq.queue.clear()
             seq.stop_idle_timer()
+        self._queued = 0
         return drained
 
     # -- batch formation --------------------------------------------------------------------
@@ -230,6 +235,7 @@ class SequenceBatcher(QueuedScheduler):
             if batch:
                 for pending in batch:
                     pending.sequence.queue.popleft()
+                    self._queued -= 1
                     pending.sequence.busy = True
                 return batch, reason
             await wait_until_set(event, wait_s)

@@ -148,10 +148,11 @@ async def test_start_waits_in_the_backlog_until_a_slot_frees() -> None:
     waiting = asyncio.create_task(scheduler.infer(seq("b1", 2, start=True)))
     await asyncio.sleep(0.05)
     assert not waiting.done() and scheduler.backlog_length == 1
+    assert scheduler.queue_depth == 1  # the backlogged START is pending
     await scheduler.infer(seq("a2", 1, end=True))
     response = await asyncio.wait_for(waiting, timeout=2)
     assert controls(response) == (1, 0.0, True, 2)
-    assert scheduler.backlog_length == 0
+    assert scheduler.backlog_length == 0 and scheduler.queue_depth == 0
     await scheduler.stop(drain_timeout_s=1)
 
 
@@ -243,6 +244,7 @@ async def test_cancelling_a_queued_request_cancels_the_rest_of_its_sequence() ->
     with pytest.raises(ServingError, match="cancelled"):
         await third
     assert scheduler.statistics.failures_by_reason["CANCELED"] == 2
+    assert scheduler.queue_depth == 0 and scheduler.statistics.pending_request_count == 0
     await scheduler.stop(drain_timeout_s=1)
 
 
