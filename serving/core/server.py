@@ -15,9 +15,18 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol
 
-from serving.backends.base import ModelInstance
 from serving.core.classification import classify
 from serving.core.hops import run_blocking
+from serving.core.loading import (
+    InstanceFactory,
+    SchedulerFactory,
+    WarmupFn,
+    default_instance_factory,
+    default_scheduler_factory,
+    default_warmup,
+    load_error,
+    unload_instances,
+)
 from serving.core.model_spec import ModelSpec
 from serving.core.model_table import (
     LOADING,
@@ -37,7 +46,6 @@ from serving.errors import (
     UnavailableError,
     UnsupportedError,
 )
-from serving.schedulers.base import Scheduler
 from serving.settings import ServingSettings
 
 logger = logging.getLogger("serving.core")
@@ -54,10 +62,6 @@ EXTENSIONS = (
     "parameters",
     "statistics",
 )
-
-InstanceFactory = Callable[[ModelSpec], list[ModelInstance]]
-SchedulerFactory = Callable[..., Scheduler]
-WarmupFn = Callable[[ModelSpec, list[ModelInstance]], None]
 
 
 class ModelControl(Protocol):
@@ -98,9 +102,9 @@ class InferenceServer:
         self.on_demand: Callable[[str, int], Awaitable[bool]] | None = None
         self.started_at = time.time()
         self.shutting_down = False
-        self._instance_factory = instance_factory or _default_instance_factory(settings)
-        self._scheduler_factory = scheduler_factory or _default_scheduler_factory()
-        self._warmup = warmup if warmup is not None else _default_warmup()
+        self._instance_factory = instance_factory or default_instance_factory(settings)
+        self._scheduler_factory = scheduler_factory or default_scheduler_factory()
+        self._warmup = warmup if warmup is not None else default_warmup()
 
     # -- health --------------------------------------------------------------------------------
 
@@ -324,7 +328,7 @@ class InferenceServer:
             failed = [(lv, err) for lv, err in zip(new, errors, strict=True) if err is not None]
             if failed:
                 await self._abandon(entry, new, failed)
-                raise _load_error(name, failed)
+                raise load_error(name, failed)
             replaced = self._flip(entry, new, {p.spec.version for p in plans}, default_version)
             await asyncio.gather(*(self._retire(lv) for lv in replaced))
 
@@ -474,55 +478,7 @@ class InferenceServer:
                 logger.exception("stopping the scheduler of '%s' v%s failed", lv.name, lv.version)
         instances, lv.instances = lv.instances, []
         if instances:
-            await run_blocking(_unload_instances, instances)
-
-
-def _unload_instances(instances: list[ModelInstance]) -> None:
-    for instance in instances:
-        try:
-            instance.unload()
-        except Exception:  # noqa: BLE001
-            logger.exception("unloading an instance of '%s' failed", instance.spec.name)
-
-
-def _load_error(name: str, failed: list[tuple[LoadedVersion, str]]) -> ServingError:
-    detail = "".join(
-        f"version {lv.version} is at UNAVAILABLE state: {reason};" for lv, reason in failed
-    )
-    return InvalidArgumentError(f"failed to load '{name}', {detail}")
-
-
-def _default_instance_factory(settings: ServingSettings) -> InstanceFactory:
-    from serving.core.devices import gpu_count
-
-    def create(spec: ModelSpec) -> list[ModelInstance]:
-        from serving.backends.registry import create_instances, load_instances
-
-        instances = create_instances(
-            spec, cpu_count=settings.effective_cpu_count, gpu_count=gpu_count(settings)
-        )
-        load_instances(instances)
-        return instances
-
-    return create
-
-
-def _default_scheduler_factory() -> SchedulerFactory:
-    def create(**kwargs: Any) -> Scheduler:
-        from serving.schedulers.factory import create_scheduler
-
-        return create_scheduler(**kwargs)
-
-    return create
-
-
-def _default_warmup() -> WarmupFn:
-    def warm(spec: ModelSpec, instances: list[ModelInstance]) -> None:
-        from serving.warmup import run_warmup
-
-        run_warmup(spec, instances)
-
-    return warm
+            await run_blocking(unload_instances, instances)
 
 
 __all__ = [
@@ -534,6 +490,5 @@ __all__ = [
     "InferenceServer",
     "LoadedVersion",
     "ModelControl",
-    "UnsupportedError",
     "VersionPlan",
 ]
