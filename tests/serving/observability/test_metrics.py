@@ -184,3 +184,18 @@ async def test_metrics_port_serves_model_and_system_metrics_in_triton_format() -
     assert "# TYPE nv_inference_exec_count counter" in text
     assert "# TYPE nv_cpu_utilization gauge" in text
     await server.shutdown()
+
+
+def test_text_format_keeps_client_library_families_as_they_are() -> None:
+    from prometheus_client import CollectorRegistry, Counter, Gauge
+
+    from serving.observability.metrics import generate_text
+
+    registry = CollectorRegistry()
+    Counter("portico_things", "Things", ["who"], registry=registry).labels('a "b"\n').inc(2)
+    Gauge("portico_level", "Level", registry=registry).set(float("inf"))
+    text = generate_text(registry).decode()
+    assert "# TYPE portico_things_total counter" in text
+    assert 'portico_things_total{who="a \\"b\\"\\n"} 2.0' in text
+    assert "portico_things_created" not in text
+    assert "portico_level +Inf" in text
