@@ -100,13 +100,18 @@ class Selection:
 class RollingStore:
     """Per-tick deltas per (model, version) for the last ``keep_s`` seconds."""
 
-    def __init__(self, *, keep_s: float = KEEP_S, tick_s: float = 1.0) -> None:
+    def __init__(self, *, keep_s: float = KEEP_S, slot_s: float = 1.0) -> None:
         self.keep_s = keep_s
-        self.tick_s = tick_s
+        # Deltas are summed into slots of ``slot_s`` seconds: 5 s slots keep an hour of a busy
+        # version in about a megabyte; idle versions store nothing.
+        self.slot_s = slot_s
         self._points: dict[tuple[str, int], collections.deque[tuple[float, Delta]]] = {}
 
     def add_tick(self, t: float, deltas: Mapping[tuple[str, int], Delta]) -> None:
+        t = (t // self.slot_s) * self.slot_s
         for key, delta in deltas.items():
+            if not (delta.requests or delta.failures):
+                continue
             points = self._points.setdefault(key, collections.deque())
             if points and points[-1][0] == t:
                 points[-1][1].add(delta)
@@ -138,13 +143,13 @@ class RollingStore:
             if model != selection.model or selection.version not in (None, version):
                 continue
             for t, delta in points:
-                if selection.start <= t <= selection.end:
+                if t + self.slot_s > selection.start and t <= selection.end:
                     total.add(delta)
                     first = t if first is None else min(first, t)
                     last = t if last is None else max(last, t)
         # Each point covers the tick before it; a range only partly covered by data is measured
         # over the part that has data, so a short history does not read as low throughput.
-        duration_s = (last - first + self.tick_s) if first is not None and last is not None else 0.0
+        duration_s = (last - first + self.slot_s) if first is not None and last is not None else 0.0
         latency = {}
         for phase in COMPARE_PHASES:
             counts = total.histograms.get(phase, [])

@@ -36,6 +36,7 @@ LIVE_STATS_PATH = "/v2/portico/live-stats"
 INTERVAL_S = 1.0
 FETCH_TIMEOUT_S = 0.8
 HISTORY_S = 15 * 60
+COMPARE_SLOT_S = 5.0
 LEASE_MS = 3000
 
 
@@ -105,7 +106,7 @@ class Collector:
             maxlen=int(HISTORY_S / interval_s)
         )
         self.markers: collections.deque[dict[str, Any]] = collections.deque(maxlen=500)
-        self.store = RollingStore()
+        self.store = RollingStore(slot_s=COMPARE_SLOT_S)
         self.bounds: list[float] = []
         self.ticks = 0
         self._tracker = TotalsTracker()

@@ -91,3 +91,16 @@ def test_empty_selection_has_no_percentiles() -> None:
     assert summary["requests"] == 0
     assert summary["requests_per_s"] == 0.0
     assert summary["latency_us"]["request"]["p95"] is None
+
+
+def test_slots_sum_ticks_and_idle_versions_store_nothing() -> None:
+    store = RollingStore(slot_s=5.0)
+    for t in range(100, 200):
+        store.add_tick(
+            float(t), {("m", 1): _delta(10, [10, 0, 0, 0]), ("m", 2): _delta(0, [0] * 4)}
+        )
+    assert store.versions("m") == [1]
+    assert len(store._points[("m", 1)]) == 20
+    summary = store.summarize(Selection("m", 1, 100.0, 199.0), bounds=BOUNDS)
+    assert summary["requests"] == 1000
+    assert summary["requests_per_s"] == pytest.approx(10.0)
