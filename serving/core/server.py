@@ -171,9 +171,10 @@ class InferenceServer:
         """
         try:
             lv = self.resolve(request.model_name, request.model_version)
-        except NotFoundError:
-            if self.on_demand is None or request.model_version is None:
+        except (NotFoundError, UnavailableError):
+            if not self._loadable_on_demand(request.model_name, request.model_version):
                 raise
+            assert self.on_demand is not None and request.model_version is not None
             if not await self.on_demand(request.model_name, request.model_version):
                 raise
             lv = self.resolve(request.model_name, request.model_version)
@@ -197,6 +198,14 @@ class InferenceServer:
         if request.outputs is not None:
             return self._select_outputs(request, response, lv)
         return response
+
+    def _loadable_on_demand(self, name: str, version: int | None) -> bool:
+        """A named version the source may load now: never loaded, or unloaded on purpose (a
+        version that failed keeps failing fast instead of reloading on every request)."""
+        if self.on_demand is None or version is None:
+            return False
+        lv = self.models[name].versions.get(version)
+        return lv is None or (lv.state == UNAVAILABLE and lv.reason == UNLOADED_REASON)
 
     def _select_outputs(
         self, request: InferRequest, response: InferResponse, lv: LoadedVersion

@@ -167,6 +167,25 @@ def test_loadable_version_is_loaded_when_addressed(tmp_path: Path) -> None:
             client.infer("ident", [identity_input(x)], model_version="3")
 
 
+def test_previously_promoted_version_loads_again_when_addressed(tmp_path: Path) -> None:
+    onnx, config = identity_onnx(tmp_path)
+    v1 = registry_version("ident", 1, onnx, config)
+    v2 = registry_version("ident", 2, onnx, config)
+    promote(v1)
+    with ServingProcess(registry_settings(tmp_path)) as server:
+        client = httpclient.InferenceServerClient(server.http_url)
+        x = np.ones((1, 2), dtype=np.float32)
+        promote(v2)
+        wait_for(
+            lambda: (
+                client.infer("ident", [identity_input(x)]).get_response()["model_version"] == "2"
+            )
+        )
+        result = client.infer("ident", [identity_input(x)], model_version="1")  # was unloaded
+        assert result.get_response()["model_version"] == "1"
+        assert client.infer("ident", [identity_input(x)]).get_response()["model_version"] == "2"
+
+
 def test_corrupt_blob_is_refused_and_the_old_version_keeps_serving(tmp_path: Path) -> None:
     from repository.blobs import blob_name, blob_storage
 
