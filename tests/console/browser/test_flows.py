@@ -151,6 +151,11 @@ def test_console_flows(platform, session_factory, tmp_path):
     assert re.search(r"answered in [\d.]+ ms", page.inner_text("#try-latency"))
     page.locator("#try-result").scroll_into_view_if_needed()
     session.shot("07-try-it", docs="console-try-it")
+    # The models list now has last-minute numbers from the replica's live stats.
+    page.goto("/")
+    cells = page.locator("tr", has_text="mlp").locator("td")
+    assert float(cells.nth(4).inner_text()) > 0, cells.nth(4).inner_text()
+    assert cells.nth(5).inner_text().endswith(" ms")
 
     # --- a broken model fails with the step and the reason ---------------------------------------
     # Dropped on the page this time (a drag and drop carrying the file).
