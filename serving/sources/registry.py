@@ -27,6 +27,7 @@ from typing import Any, TypeVar
 
 from serving.core.devices import gpu_count
 from serving.core.model_spec import ModelSpec
+from serving.core.model_table import UNLOADED_REASON
 from serving.core.server import InferenceServer, VersionPlan
 from serving.errors import ServingError
 from serving.settings import ServingSettings
@@ -274,7 +275,8 @@ class RegistrySource:
     async def heartbeat(self) -> None:
         from repository import facade
 
-        versions = self._server().version_rows()
+        # Versions unloaded on purpose (replaced by a promote) are history, not something served.
+        versions = [r for r in self._server().version_rows() if r["reason"] != UNLOADED_REASON]
         await self._registry(
             facade.replica_heartbeat, replica_id=self.replica_id,
             address=self.http_url.split("//")[-1] or socket.gethostname(), http_url=self.http_url,
