@@ -86,8 +86,8 @@ def wait_for(predicate: Any, timeout_s: float = 30.0) -> None:
 class ClientLoop:
     """Unversioned requests in a loop on a thread; records each answering version or failure."""
 
-    def __init__(self, url: str, model: str) -> None:
-        self.url, self.model = url, model
+    def __init__(self, url: str, model: str, transport: str = "http") -> None:
+        self.url, self.model, self.transport = url, model, transport
         self.versions: list[str] = []
         self.failures: list[BaseException] = []
         self._stop = threading.Event()
@@ -102,13 +102,21 @@ class ClientLoop:
         self._thread.join()
 
     def _run(self) -> None:
-        client = httpclient.InferenceServerClient(self.url)
+        import tritonclient.grpc as grpcclient
+
         x = np.arange(4, dtype=np.float32).reshape(1, 4)
+        module: Any = grpcclient if self.transport == "grpc" else httpclient
+        client = module.InferenceServerClient(self.url)
+        tensor = module.InferInput("INPUT0", [1, 4], "FP32")
+        tensor.set_data_from_numpy(x)
         while not self._stop.is_set():
             try:
-                result = client.infer(self.model, [identity_input(x)])
+                result = client.infer(self.model, [tensor])
                 np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), x)
-                self.versions.append(result.get_response()["model_version"])
+                response = result.get_response()
+                version = response.model_version if self.transport == "grpc" else response[
+                    "model_version"]  # fmt: skip
+                self.versions.append(version)
             except BaseException as exc:  # noqa: BLE001 - asserted by the test
                 self.failures.append(exc)
 
@@ -118,7 +126,8 @@ class ClientLoop:
         wait_for(lambda: len(self.versions) >= count + then_at_least)
 
 
-def test_promote_and_rollback_drop_no_request(tmp_path: Path) -> None:
+@pytest.mark.parametrize("transport", ["http", "grpc"])
+def test_promote_and_rollback_drop_no_request(tmp_path: Path, transport: str) -> None:
     from repository import facade
     from repository.services.promotion import model_rollback
 
@@ -129,7 +138,8 @@ def test_promote_and_rollback_drop_no_request(tmp_path: Path) -> None:
     with ServingProcess(registry_settings(tmp_path)) as server:
         client = httpclient.InferenceServerClient(server.http_url)
         assert client.get_model_metadata("ident")["versions"] == ["1"]
-        with ClientLoop(server.http_url, "ident") as loop:
+        url = server.grpc_url if transport == "grpc" else server.http_url
+        with ClientLoop(url, "ident", transport) as loop:
             loop.wait_for_version("1")
             promote(v2)
             loop.wait_for_version("2")
