@@ -143,7 +143,7 @@ def console_only(transactional_db, worker_queue: str, tmp_path: Path) -> Iterato
 
 
 @pytest.fixture
-def platform(
+def live_platform(
     transactional_db, live_worker, worker_queue: str, tmp_path: Path
 ) -> Iterator[Platform]:  # type: ignore[no-untyped-def]
     """Console + serving replica (registry mode) + the real Celery worker."""

@@ -72,7 +72,7 @@ def confirm(session: Any, selector: str, expected_text: str, *, double: bool = F
     assert page.locator(".message.error").count() == 0, page.inner_text(".messages")
 
 
-def test_console_flows(platform, session_factory, tmp_path):
+def test_console_flows(live_platform, session_factory, tmp_path):
     UserFactory(username="dana", role="deployer")
     UserFactory(username="ada", role="admin")
     repo = tmp_path / "models"
@@ -81,7 +81,7 @@ def test_console_flows(platform, session_factory, tmp_path):
     corrupt_file = write_corrupt_onnx(repo, "broken") / "1" / "model.onnx"
     python_dir = write_python_add_sub(repo, "add_sub")
 
-    session = session_factory(platform.console_url)
+    session = session_factory(live_platform.console_url)
     page = session.page
     page.goto("/")
     session.shot("01-sign-in")
