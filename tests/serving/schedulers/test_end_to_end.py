@@ -112,7 +112,7 @@ def sleep_model(repo: Path, name: str, batching: str, *, delay_ms: int, max_batc
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServingProcess]:
     repo = tmp_path_factory.mktemp("scheduling")
     sleep_model(
-        repo, "batcher", "preferred_batch_size: [4] max_queue_delay_microseconds: 300000",
+        repo, "batcher", "preferred_batch_size: [4] max_queue_delay_microseconds: 1000000",
         delay_ms=0, max_batch=8,
     )  # fmt: skip
     sleep_model(
@@ -127,7 +127,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServingProcess]
     )  # fmt: skip
     sleep_model(
         repo, "delayed",
-        "default_queue_policy { timeout_action: DELAY default_timeout_microseconds: 200000 }",
+        "default_queue_policy { timeout_action: DELAY default_timeout_microseconds: 500000 }",
         delay_ms=0, max_batch=1,
     )  # fmt: skip
     sleep_model(repo, "ordered", "preserve_ordering: true", delay_ms=0, max_batch=1)
@@ -223,7 +223,7 @@ def test_http_requests_are_batched_to_the_preferred_size(
     began = time.monotonic()
     pair = [http.async_infer("batcher", [http_input(9)]) for _ in range(2)]
     sizes = [int(handle.get_result().as_numpy("BATCH_SIZE")[0, 0]) for handle in pair]
-    assert sizes == [2, 2] and time.monotonic() - began >= 0.25  # released by the queue delay
+    assert sizes == [2, 2] and time.monotonic() - began >= 0.9  # released by the queue delay
     after = http.get_inference_statistics("batcher")["model_stats"][0]
     assert after["execution_count"] - before["execution_count"] == 2
     assert after["inference_count"] - before["inference_count"] == 6
@@ -277,20 +277,11 @@ def test_http_request_timeout_shortens_the_queue_policy_and_expires(
 def test_higher_priority_requests_overtake_queued_ones(
     grpc: grpcclient.InferenceServerClient,
 ) -> None:
-    finished: list[str] = []
-
-    def track(tag: str) -> Any:
-        return lambda result, error: finished.append(tag if error is None else f"{tag}!")
-
-    grpc.async_infer("prioritized", [grpc_input(0)], track("busy"))
-    time.sleep(0.1)
-    grpc.async_infer("prioritized", [grpc_input(1)], track("low"), priority=2)
-    time.sleep(0.05)
-    grpc.async_infer("prioritized", [grpc_input(2)], track("high"), priority=1)
-    deadline = time.monotonic() + 10
-    while len(finished) < 3 and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert finished == ["busy", "high", "low"]
+    order = completion_order(grpc, [
+        ("busy", "prioritized", 0, 1000, 0.3), ("low", "prioritized", 1, 0, 0.1, 2),
+        ("high", "prioritized", 2, 0, 0.0, 1),
+    ])  # fmt: skip
+    assert order == ["busy", "high", "low"]
 
 
 def sequence_input(value: int, client: Any) -> Any:
@@ -404,15 +395,16 @@ def test_statistics_extension_carries_every_field_over_http_and_grpc(
 
 
 def completion_order(client: grpcclient.InferenceServerClient, calls: list[tuple]) -> list[str]:  # type: ignore[type-arg]
-    """Send ``(tag, model, value, delay_ms, pause_s)`` calls; return tags in completion order."""
+    """Send ``(tag, model, value, delay_ms, pause_s[, priority])`` calls; tags as they complete."""
     finished: list[str] = []
-    for tag, model, value, delay_ms, pause_s in calls:
+    for tag, model, value, delay_ms, pause_s, *priority in calls:
 
         def record(result: Any, error: Any, tag: str = tag) -> None:
             finished.append(tag if error is None else f"{tag}: {error}")
 
         parameters = {"execute_delay_ms": delay_ms} if delay_ms else None
-        client.async_infer(model, [grpc_input(value)], record, parameters=parameters)
+        client.async_infer(model, [grpc_input(value)], record, parameters=parameters,
+                           priority=priority[0] if priority else 0)  # fmt: skip
         time.sleep(pause_s)
     deadline = time.monotonic() + 10
     while len(finished) < len(calls) and time.monotonic() < deadline:
@@ -423,10 +415,10 @@ def completion_order(client: grpcclient.InferenceServerClient, calls: list[tuple
 def test_delay_policy_moves_a_timed_out_request_behind_newer_ones(
     grpc: grpcclient.InferenceServerClient,
 ) -> None:
-    # busy runs 600 ms; "old" times out (200 ms) while queued and is delayed; "new" arrives
-    # late enough to still be within its own timeout when the instance frees up.
+    # busy runs 1.2 s; "old" times out (0.5 s) while queued and is delayed; "new" arrives at
+    # 0.9 s, still within its own timeout when the instance frees up.
     order = completion_order(grpc, [
-        ("busy", "delayed", 0, 600, 0.02), ("old", "delayed", 1, 0, 0.5),
+        ("busy", "delayed", 0, 1200, 0.02), ("old", "delayed", 1, 0, 0.88),
         ("new", "delayed", 2, 0, 0.0),
     ])  # fmt: skip
     assert order == ["busy", "new", "old"]
