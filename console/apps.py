@@ -11,7 +11,7 @@ class ConsoleConfig(AppConfig):
     def ready(self) -> None:
         # NOTE: kombu's filesystem transport (the embedded default's broker) fails to publish into
         # a missing folder, and console, worker and tests can each be the first to need it.
-        for option in ("data_folder_in", "data_folder_out", "processed_folder"):
+        for option in ("data_folder_in", "data_folder_out", "processed_folder", "control_folder"):
             folder = settings.CELERY_BROKER_TRANSPORT_OPTIONS.get(option)
             if folder:
                 Path(folder).mkdir(parents=True, exist_ok=True)

@@ -91,7 +91,7 @@ class TorchScriptInstance(ModelInstance):
             if position >= len(args):
                 raise InternalError(f"input '{declared.name}': index {position} out of range")
             if declared.name in inputs:
-                args[position] = torch.from_numpy(np.ascontiguousarray(inputs[declared.name]))
+                args[position] = torch.from_numpy(_writable_contiguous(inputs[declared.name]))
         args = [a.to(self._device) if a is not None else None for a in args]
         with torch.inference_mode():
             result = self._module(*args)
@@ -112,3 +112,14 @@ class TorchScriptInstance(ModelInstance):
         if self.placement.kind == "KIND_GPU" and torch.cuda.is_available():
             return torch.device(f"cuda:{self.placement.device_id}")
         return torch.device("cpu")
+
+
+def _writable_contiguous(array: np.ndarray) -> np.ndarray:
+    """The array itself when torch can wrap it, else a C-ordered copy.
+
+    NOTE: tensors decoded from the wire are read-only views of the request body, and
+    torch.from_numpy warns on (and must not write through) a read-only buffer.
+    """
+    if array.flags.writeable and array.flags.c_contiguous:
+        return array
+    return np.array(array, order="C", copy=True)
