@@ -202,14 +202,14 @@ async def test_reject_policy_fails_a_request_queued_past_its_timeout_while_insta
 async def test_delay_policy_moves_a_timed_out_request_behind_the_others() -> None:
     scheduler, [instance] = await started(
         config(
-            "default_queue_policy { timeout_action: DELAY default_timeout_microseconds: 50000 }",
+            "default_queue_policy { timeout_action: DELAY default_timeout_microseconds: 100000 }",
             max_batch=1,
         )
     )
     held = await hold(scheduler, instance)
     tasks = await submit(scheduler, request("old"))
-    await asyncio.sleep(0.15)
-    # "new" is released well before its own 50 ms timeout would delay it too
+    await asyncio.sleep(0.25)
+    # "new" is released well before its own 100 ms timeout would delay it too
     tasks.append(asyncio.create_task(scheduler.infer(request("new"))))
     await asyncio.sleep(0.005)
     results = await release(instance, held, tasks)

@@ -155,7 +155,7 @@ async def test_ensemble_load_fails_on_mismatched_types_and_shapes() -> None:
 
 async def test_max_inflight_requests_bounds_each_step() -> None:
     models = Models()
-    models.delay_s = {"add_one": 0.1, "double": 0.1}
+    models.delay_s = {"add_one": 0.3, "double": 0.3}
     limited = DIAMOND.replace(
         "ensemble_scheduling {", "ensemble_scheduling { max_inflight_requests: 1"
     )
@@ -163,7 +163,7 @@ async def test_max_inflight_requests_bounds_each_step() -> None:
     scheduler = server.resolve("ens", None).scheduler
     assert isinstance(scheduler, EnsembleScheduler)
     tasks = [asyncio.create_task(server.infer(ens_request(float(i)))) for i in range(3)]
-    await asyncio.sleep(0.03)
+    await asyncio.sleep(0.1)
     assert scheduler.queue_depth == 4  # two requests wait at each of the two first steps
     responses = await asyncio.gather(*tasks)
     assert [float(r.outputs["OUT"][0, 0]) for r in responses] == [1.0, 4.0, 7.0]

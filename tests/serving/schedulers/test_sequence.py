@@ -249,7 +249,7 @@ async def test_cancelling_a_queued_request_cancels_the_rest_of_its_sequence() ->
 
 
 async def test_oldest_strategy_waits_the_queue_delay_for_more_sequences() -> None:
-    strategy = "oldest { max_candidate_sequences: 4 max_queue_delay_microseconds: 100000 }"
+    strategy = "oldest { max_candidate_sequences: 4 max_queue_delay_microseconds: 300000 }"
     scheduler, [instance] = await started(config(max_batch=4, strategy=strategy))
     first = asyncio.create_task(scheduler.infer(seq("a1", 1, start=True)))
     await asyncio.sleep(0.03)
