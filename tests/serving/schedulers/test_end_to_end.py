@@ -7,7 +7,6 @@ test reads the outcome from the responses, the statistics extension and the metr
 
 from __future__ import annotations
 
-import concurrent.futures
 import re
 import textwrap
 import time
@@ -340,8 +339,8 @@ def test_ensemble_over_http_and_grpc_runs_each_step_through_its_model(
 def test_concurrent_http_calls_share_instances_without_errors(
     http: httpclient.InferenceServerClient,
 ) -> None:
-    with concurrent.futures.ThreadPoolExecutor(4) as pool:
-        results = list(pool.map(lambda v: http.infer("chain", [http_input(v, "IN")]), range(8)))
+    handles = [http.async_infer("chain", [http_input(v, "IN")]) for v in range(8)]
+    results = [handle.get_result() for handle in handles]
     assert [float(r.as_numpy("OUT")[0, 0]) for r in results] == [float(v) for v in range(8)]
 
 
