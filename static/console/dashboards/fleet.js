@@ -1,12 +1,28 @@
 // Fleet overview: every model with a throughput sparkline, its replicas and latency, and every
 // replica's CPU, memory and GPUs.
-import { HISTORY_S, bytes, connect, escapeHtml, fmt, ms, pct, sparkline } from "./live.js";
+import { HISTORY_S, LiveChart, bytes, connect, escapeHtml, fmt, ms, pct, sparkline } from "./live.js";
 
 const root = document.querySelector("[data-dashboard-fleet]");
 const dashboardUrl = root.dataset.modelUrl; // ends with a placeholder model name "__model__"
 const history = new Map(); // model -> {t: [], rps: []}
 const known = new Set(JSON.parse(document.getElementById("registry-models").textContent).map((m) => m.name));
-window.porticoFleet = { frames: 0, history };
+const resources = []; // [{t, u: {"cpu <replica>": 0..100, "gpu<i> <replica>": 0..100}}]
+const resourceChart = new LiveChart(document.getElementById("chart-resources"), { title: "CPU and GPU utilisation (%)", unit: "%" });
+window.porticoFleet = { frames: 0, history, resources };
+
+function rememberResources(t, replicas) {
+  const u = {};
+  for (const r of replicas) {
+    if (!r.up || !r.system) continue;
+    if (r.system.cpu_utilization != null) u[`CPU ${r.id}`] = 100 * r.system.cpu_utilization;
+    for (const g of r.system.gpus || []) u[`GPU${g.index} ${r.id}`] = 100 * g.utilization;
+  }
+  resources.push({ t, u });
+  while (resources.length && t - resources[0].t > HISTORY_S) resources.shift();
+  const labels = [...new Set(resources.flatMap((p) => Object.keys(p.u)))].sort();
+  if (!labels.length) return;
+  resourceChart.setData(labels, [resources.map((p) => p.t), ...labels.map((l) => resources.map((p) => p.u[l] ?? null))]);
+}
 
 function remember(t, name, rps) {
   let h = history.get(name);
@@ -58,5 +74,6 @@ connect(null, {
     root.dataset.frames = String(window.porticoFleet.frames);
     for (const [name, m] of Object.entries(msg.models)) remember(msg.time, name, m.combined.requests_per_s);
     render(msg);
+    rememberResources(msg.time, msg.replicas);
   },
 });

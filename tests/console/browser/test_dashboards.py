@@ -294,6 +294,7 @@ def test_fleet_and_compare_pages_show_the_model(
         )
         assert _stat(page, "replicas") == "1 / 1"
         assert _dataset(page, f"[data-spark='{MODEL}']", "points") >= 2
+        assert _dataset(page, "#chart-resources", "points") >= 2  # CPU of the replica over time
         ARTIFACTS.mkdir(exist_ok=True)
         page.screenshot(path=str(ARTIFACTS / "dashboard_fleet.png"), full_page=True)
 
