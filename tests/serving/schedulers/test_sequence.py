@@ -299,3 +299,25 @@ async def test_word_correlation_id_for_an_integer_corrid_control_is_refused_at_a
     digits = await scheduler.infer(seq("a2", "42", start=True, end=True))
     assert controls(digits)[3] == 42
     await scheduler.stop(drain_timeout_s=1)
+
+
+async def test_initial_state_can_come_from_a_data_file(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import dataclasses
+
+    (tmp_path / "initial_state").mkdir()
+    np.full(4, 100.0, dtype=np.float32).tofile(tmp_path / "initial_state" / "start.bin")
+    state = (
+        'state { input_name: "STATE_IN" output_name: "STATE_OUT" data_type: TYPE_FP32 dims: [4] '
+        'initial_state { name: "file" data_type: TYPE_FP32 dims: [4] data_file: "start.bin" } }'
+    )
+    text = config().replace("sequence_batching {", "sequence_batching { " + state)
+    spec = dataclasses.replace(make_spec(text), model_dir=tmp_path)
+    scheduler = create_scheduler(
+        spec=spec, instances=[Accumulator(spec)], statistics=ModelStatistics("s", 1), server=None
+    )
+    await scheduler.start()
+    first = await scheduler.infer(seq("a1", 1, start=True, value=1.0))
+    second = await scheduler.infer(seq("a2", 1, end=True, value=1.0))
+    assert float(first.outputs["ACC"][0, 0]) == 101.0
+    assert float(second.outputs["ACC"][0, 0]) == 102.0
+    await scheduler.stop(drain_timeout_s=1)
