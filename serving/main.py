@@ -92,9 +92,18 @@ async def run_server(
         await server.shutdown()
         raise StartupError("failed to load all models: " + "; ".join(errors))
     ports = BoundPorts()
-    http_server, http_task = await _start_http(settings, server, ports)
-    grpc_server = await _start_grpc(settings, server, ports)
-    metrics_server, metrics_task = await _start_metrics(settings, server, ports)
+    http_server = grpc_server = metrics_server = None
+    http_task = metrics_task = None
+    try:
+        http_server, http_task = await _start_http(settings, server, ports)
+        grpc_server = await _start_grpc(settings, server, ports)
+        metrics_server, metrics_task = await _start_metrics(settings, server, ports)
+    except BaseException:
+        await _stop_transports(settings, http_server, http_task, grpc_server)
+        await _stop_uvicorn(metrics_server, metrics_task, timeout_s=1.0)
+        await source.stop()
+        await server.shutdown()
+        raise
     set_endpoints = getattr(source, "set_endpoints", None)
     if set_endpoints is not None:
         set_endpoints(http_port=ports.http)
@@ -250,6 +259,9 @@ def main(settings: ServingSettings) -> int:
         try:
             return await run_server(settings, stop=stop)
         except StartupError:
+            return EXIT_LOAD_FAILED
+        except OSError as exc:  # a port that cannot be bound, most often
+            logger.error("cannot start serving: %s", exc)
             return EXIT_LOAD_FAILED
 
     return uvloop.run(run())

@@ -83,18 +83,28 @@ def free_port() -> int:
 def wait_ready(
     url: str, timeout_s: float = 60.0, process: subprocess.Popen[Any] | None = None
 ) -> None:
-    client = httpclient.InferenceServerClient(url)
+    """Wait until the HTTP port accepts connections and the server says it is live.
+
+    Probes with plain sockets first: a refused connection inside tritonclient's HTTP client leaves
+    a socket behind that the garbage collector later reports as unclosed.
+    """
+    host, port = url.rsplit(":", 1)
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if process is not None and process.poll() is not None:
             raise RuntimeError(f"server exited with {process.returncode}")
         try:
-            if client.is_server_live():
-                return
-        except Exception:  # noqa: BLE001 - not listening yet
-            pass
-        time.sleep(0.1)
-    raise TimeoutError(f"server at {url} did not come up")
+            with socket.create_connection((host, int(port)), timeout=1):
+                break
+        except OSError:
+            time.sleep(0.1)
+    else:
+        raise TimeoutError(f"server at {url} did not come up")
+    client = httpclient.InferenceServerClient(url)
+    try:
+        assert client.is_server_live()
+    finally:
+        client.close()
 
 
 @contextmanager

@@ -107,3 +107,19 @@ def test_settings_from_env_and_flags() -> None:
         ServingSettings(load_models=("a",))
     with pytest.raises(ValueError, match="must be the only"):
         ServingSettings(model_control_mode="explicit", load_models=("*", "a"))
+
+
+def test_port_in_use_exits_non_zero_with_a_message(tmp_path: Path) -> None:
+    import socket
+
+    dm.write_onnx_identity(tmp_path, "identity")
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = str(busy.getsockname()[1])
+        args = ["-m", "serving", "--model-repository", str(tmp_path), "--host", "127.0.0.1",
+                "--http-port", port, "--grpc-port", "-1", "--metrics-port", "-1"]  # fmt: skip
+        with serving_subprocess(args) as process:
+            assert process.wait(timeout=60) == 1
+            assert process.stdout is not None
+            assert "cannot start serving" in process.stdout.read()
