@@ -20,6 +20,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="poll mode: seconds between repository scans (default 15)")  # fmt: skip
     add("--load-model", dest="load_models", action="append",
         help="explicit mode: model to load at start-up (repeatable; '*' = all)")  # fmt: skip
+    add("--model-config-name", help="use configs/<name>.pbtxt in a model folder when present")
+    add("--disable-auto-complete-config", "--strict-model-config", dest="auto_complete_config",
+        action="store_const", const=False,
+        help="do not fill the config in from the model files (Triton's flag)")  # fmt: skip
     add("--host", "--http-address", dest="host", help="address to bind (default 0.0.0.0)")
     add("--http-port", type=int, help="HTTP port (default 8000; 0 = any free port, -1 = off)")
     add("--grpc-port", type=int, help="gRPC port (default 8001; 0 = any free port, -1 = off)")
@@ -38,7 +42,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def settings_from_args(options: dict[str, Any]) -> ServingSettings:
-    keys = ("model_repository", "model_control_mode", "repository_poll_s", "host", "http_port",
+    keys = ("model_repository", "model_control_mode", "repository_poll_s", "model_config_name",
+            "auto_complete_config", "host", "http_port",
             "grpc_port", "metrics_port", "strict_readiness", "exit_on_error", "max_request_bytes",
             "exit_timeout_s", "server_id", "cache_dir")  # fmt: skip
     overrides: dict[str, Any] = {key: options.get(key) for key in keys}

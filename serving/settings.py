@@ -25,6 +25,8 @@ class ServingSettings:
     model_control_mode: str = "none"
     repository_poll_s: float = 15.0
     load_models: tuple[str, ...] = ()
+    model_config_name: str = ""  # use configs/<name>.pbtxt where a model has one
+    auto_complete_config: bool = True
     host: str = "0.0.0.0"
     http_port: int = 8000
     grpc_port: int = 8001
@@ -100,6 +102,8 @@ _ENV_FIELDS: dict[str, tuple[str, type]] = {
     "SERVING_MODEL_REPOSITORY": ("model_repository", Path),
     "SERVING_MODEL_CONTROL_MODE": ("model_control_mode", str),
     "SERVING_REPOSITORY_POLL_SECS": ("repository_poll_s", float),
+    "SERVING_MODEL_CONFIG_NAME": ("model_config_name", str),
+    "SERVING_AUTO_COMPLETE_CONFIG": ("auto_complete_config", bool),
     "SERVING_HOST": ("host", str),
     "SERVING_HTTP_PORT": ("http_port", int),
     "SERVING_GRPC_PORT": ("grpc_port", int),

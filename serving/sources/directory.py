@@ -113,7 +113,8 @@ class DirectorySource:
     async def _plan(self, model_dir: Path, config_text: str | None = None) -> FolderModel:
         return await run_blocking(
             plan_model, model_dir, gpu_count=gpu_count(self.settings), config_text=config_text,
-            use_folder_config=config_text is None,
+            use_folder_config=config_text is None, config_name=self.settings.model_config_name,
+            auto_complete=self.settings.auto_complete_config,
         )  # fmt: skip
 
     async def _load_many(self, names: list[str]) -> list[str]:

@@ -53,13 +53,15 @@ def plan_model(
     gpu_count: int,
     config_text: str | None = None,
     use_folder_config: bool = True,
+    config_name: str = "",
+    auto_complete: bool = True,
 ) -> FolderModel:
     """Scan ``model_dir`` and build one plan per version its version policy selects."""
     from repository.config import ConfigError, complete_config, scan_model_folder, select_versions
 
     name = model_dir.name
     try:
-        folder = scan_model_folder(model_dir)
+        folder = scan_model_folder(model_dir, config_name=config_name or None)
         text = folder.config_text if use_folder_config and config_text is None else config_text
         if not folder.versions:
             return FolderModel(name, error="at least one version must be available under the "
@@ -67,7 +69,7 @@ def plan_model(
         newest = folder.versions[max(folder.versions)]
         completed = complete_config(
             text, model_name=name, version_dir=newest, gpu_count=gpu_count,
-            python_autocomplete=_python_autocomplete,
+            auto_complete=auto_complete, python_autocomplete=_python_autocomplete,
         )  # fmt: skip
         for warning in completed.warnings:
             logger.info("%s: %s", name, warning)

@@ -259,3 +259,19 @@ def test_poll_mode_reloads_a_changed_config_and_unloads_a_removed_version(tmp_pa
         shutil.rmtree(model_dir / "1")
         wait_for(lambda: client.get_model_metadata("identity")["versions"] == ["2"])
         assert infer_identity(client)["model_version"] == "2"
+
+
+def test_model_config_name_and_disabled_auto_complete(tmp_path: Path) -> None:
+    model_dir = dm.write_onnx_identity(tmp_path, "identity")
+    (model_dir / "configs").mkdir()
+    text = (model_dir / "config.pbtxt").read_text()
+    (model_dir / "configs" / "small.pbtxt").write_text(text.replace("size: 8", "size: 2"))
+    dm.write_onnx_identity(tmp_path, "bare", with_config=False)
+    with serving(tmp_path, model_config_name="small") as server:
+        client = httpclient.InferenceServerClient(server.http_url)
+        assert client.get_model_config("identity")["max_batch_size"] == 2
+        assert client.get_model_metadata("bare")["inputs"][0]["name"] == "INPUT0"  # completed
+    with serving(tmp_path, auto_complete_config=False, exit_on_error=False) as server:
+        client = httpclient.InferenceServerClient(server.http_url)
+        assert client.get_model_config("identity")["max_batch_size"] == 8
+        assert client.get_model_metadata("bare")["inputs"] == []  # nothing read from the model
