@@ -288,7 +288,8 @@ def encode_infer_response(
     if response.parameters:
         body["parameters"] = response.parameters
     body["outputs"] = outputs
-    return orjson.dumps(body), parts, any_binary
+    # NOTE: response parameters set by Python models may hold numpy scalars.
+    return orjson.dumps(body, option=orjson.OPT_SERIALIZE_NUMPY), parts, any_binary
 
 
 def tensor_to_json(array: NumpyArray, datatype: str, name: str) -> list[Any]:
