@@ -157,6 +157,8 @@ def encode_infer_response(
 
 
 def set_parameter(param: Any, value: Any) -> None:
+    if isinstance(value, np.generic):  # e.g. a Python model's numpy scalar
+        value = value.item()
     if isinstance(value, bool):
         param.bool_param = value
     elif isinstance(value, int):
