@@ -112,6 +112,7 @@ _ENV_FIELDS: dict[str, tuple[str, type]] = {
     "SERVING_EXIT_ON_ERROR": ("exit_on_error", bool),
     "SERVING_HTTP_MAX_INPUT_SIZE": ("max_request_bytes", int),
     "SERVING_EXIT_TIMEOUT_SECS": ("exit_timeout_s", float),
+    "SERVING_ID": ("server_id", str),
     "SERVING_CACHE_DIR": ("cache_dir", Path),
     "SERVING_REGISTRY_POLL_SECS": ("registry_poll_s", float),
     "SERVING_HEARTBEAT_SECS": ("heartbeat_interval_s", float),
