@@ -285,6 +285,15 @@ class InferenceServer:
                 rows.append(row)
         return rows
 
+    def loaded_versions(self) -> list[LoadedVersion]:
+        """Versions that serve or are draining, in model then version order (live stats)."""
+        return [
+            entry.versions[number]
+            for name, entry in sorted(self.models.items())
+            for number in sorted(entry.versions)
+            if entry.versions[number].state in (READY, UNLOADING)
+        ]
+
     def version_rows(self) -> list[dict[str, Any]]:
         """(model, version, state, reason) of every known version, for logs and heartbeats."""
         rows: list[dict[str, Any]] = []

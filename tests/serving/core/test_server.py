@@ -211,3 +211,14 @@ async def test_load_version_keeps_the_others_and_unload_takes_one_version() -> N
     assert (await server.infer(request())).model_version == 2
     await server.unload("echo")
     assert server.models["echo"].ready_versions() == []
+
+
+async def test_loaded_versions_lists_serving_versions_in_order() -> None:
+    server = make_server()
+    await server.apply_model("echo", [VersionPlan(spec(2)), VersionPlan(spec(1))])
+    await server.apply_model("zeta", [VersionPlan(spec(1, "zeta"))])
+    assert [(lv.name, lv.version) for lv in server.loaded_versions()] == [
+        ("echo", 1), ("echo", 2), ("zeta", 1)]  # fmt: skip
+    await server.unload("echo", 1)
+    assert [(lv.name, lv.version) for lv in server.loaded_versions()][0] == ("echo", 2)
+    await server.shutdown()
