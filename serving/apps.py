@@ -1,7 +1,7 @@
 from django.apps import AppConfig
 
 
-class ServingConfig(AppConfig):
+class ServingConfig(AppConfig):  # type: ignore[misc]
     """Registered only so that ``manage.py serve`` exists; the data plane itself uses no Django."""
 
     name = "serving"
