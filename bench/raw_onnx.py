@@ -1,4 +1,4 @@
-"""Raw in-process ONNX Runtime on the same model and cores: the baseline served numbers divide by."""
+"""Raw in-process ONNX Runtime on the same model and cores: what served numbers are divided by."""
 
 from __future__ import annotations
 

@@ -26,7 +26,9 @@ def ensure_admin_account(*, stdout: TextIO) -> None:
     if "PORTICO_ADMIN_PASSWORD" in os.environ:
         stdout.write(f"Admin account '{username}' created with the environment's password.")
     else:
-        stdout.write(f"Admin account created: user '{username}', password '{password}' (shown once).")
+        stdout.write(
+            f"Admin account created: user '{username}', password '{password}' (shown once)."
+        )
 
 
 def ensure_demo_models(*, stdout: TextIO) -> None:

@@ -13,7 +13,8 @@ class ModelSpec:
     """One version of one model, ready to be loaded.
 
     ``version_dir`` holds the version's files (``1/model.onnx``); ``model_dir`` is the model's
-    folder (label files, ``warmup/``). ``config`` is complete: validated, auto-completed and normalised.
+    folder (label files, ``warmup/``). ``config`` is complete: validated, auto-completed and
+    normalised.
     """
 
     name: str
