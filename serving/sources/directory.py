@@ -12,15 +12,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import shutil
 import tempfile
+import time
 from pathlib import Path
 
 from serving.core.devices import gpu_count
 from serving.core.hops import run_blocking
 from serving.core.model_table import READY
-from serving.core.server import InferenceServer
+from serving.core.server import InferenceServer, VersionPlan
 from serving.errors import InternalError, InvalidArgumentError, ServingError
 from serving.settings import ServingSettings
 from serving.sources.folder_models import (
@@ -91,6 +93,11 @@ class DirectorySource:
         elif not model_dir.is_dir():
             raise InternalError(f"failed to load '{name}', failed to poll from model repository")
         model = await self._plan(model_dir, text)
+        if text is not None:
+            # A config override always reloads, as in Triton, even when nothing else changed.
+            nonce = f"#override-{time.monotonic_ns()}"
+            plans = tuple(VersionPlan(p.spec, p.fingerprint + nonce) for p in model.plans)
+            model = dataclasses.replace(model, plans=plans)
         await self._load_with_dependencies(model, force=True)
 
     async def unload_model(self, name: str, *, unload_dependents: bool) -> None:

@@ -97,6 +97,12 @@ def test_explicit_load_with_config_and_file_overrides(tmp_path: Path) -> None:
         client.load_model("custom", config=config, files={"file:1/model.onnx": onnx_bytes})
         assert client.is_model_ready("custom")
         infer_identity(client, "custom")
+        count = client.get_inference_statistics("custom")["model_stats"][0]["inference_count"]
+        assert count == 1
+        client.load_model("custom", config=config, files={"file:1/model.onnx": onnx_bytes})
+        stats = client.get_inference_statistics("custom")["model_stats"][0]
+        assert stats["inference_count"] == 0  # an override always reloads: a fresh version
+        infer_identity(client, "custom")
         with pytest.raises(InferenceServerException, match="'config' parameter is required"):
             client.load_model("custom", files={"file:1/model.onnx": onnx_bytes})
         with pytest.raises(InferenceServerException, match="Invalid config override"):
