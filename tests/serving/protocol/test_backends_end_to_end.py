@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
+from tritonclient.utils import InferenceServerException
 
 from repository import demo_models as dm
 from serving.main import ServingProcess
@@ -23,6 +24,8 @@ def mixed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServingProcess]:
     dm.write_torchscript_add_sub(repo, "simple_torch")
     dm.write_python_add_sub(repo, "add_sub")
     dm.write_python_identity(repo, "string_identity")
+    decoupled = dm.PYTHON_IDENTITY_CONFIG + "model_transaction_policy { decoupled: true }\n"
+    dm.write_python_model(repo, "decoupled", dm.PYTHON_IDENTITY, decoupled)
     process = ServingProcess(folder_settings(repo)).start()
     yield process
     process.stop()
@@ -72,3 +75,21 @@ def test_python_bytes_identity_over_both_transports(mixed: ServingProcess) -> No
         gtensor.set_data_from_numpy(data)
         out = grpc.infer("string_identity", [gtensor]).as_numpy("OUTPUT0")
         assert out.tolist() == data.tolist()
+
+
+def test_decoupled_models_are_refused_on_unary_endpoints(mixed: ServingProcess) -> None:
+    data = np.array([[b"x"]], dtype=object)
+    http = httpclient.InferenceServerClient(mixed.http_url)
+    tensor = httpclient.InferInput("INPUT0", [1, 1], "BYTES")
+    tensor.set_data_from_numpy(data)
+    with pytest.raises(InferenceServerException) as info:
+        http.infer("decoupled", [tensor])
+    assert info.value.status() == "501"
+    assert "doesn't support models with decoupled transaction policy" in info.value.message()
+    with grpcclient.InferenceServerClient(mixed.grpc_url) as grpc:
+        gtensor = grpcclient.InferInput("INPUT0", [1, 1], "BYTES")
+        gtensor.set_data_from_numpy(data)
+        with pytest.raises(InferenceServerException) as info:
+            grpc.infer("decoupled", [gtensor])
+        assert info.value.status() == "StatusCode.UNIMPLEMENTED"
+        assert "ModelInfer RPC doesn't support models with decoupled" in info.value.message()
