@@ -14,7 +14,7 @@ Labels are bounded: ``model``, ``version``, one ``_<key>`` per ``metric_tags`` e
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Protocol
 
 from prometheus_client import CollectorRegistry
@@ -26,7 +26,6 @@ from prometheus_client.samples import Sample
 from serving.core.statistics import FAILURE_REASONS, LATENCY_BUCKET_BOUNDS_US, ModelStatistics
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
-SERVED_STATES = frozenset({"READY", "UNLOADING"})  # loaded: still answering requests
 
 # Release reasons of the batching schedulers (serving.schedulers.dynamic.RELEASE_REASONS); kept
 # here as data so a scrape never imports the schedulers.
@@ -64,19 +63,11 @@ class LoadedVersionLike(Protocol):
 
 
 class ServerLike(Protocol):
-    """The server's model table: ``models[name].versions[number]`` (``InferenceServer``)."""
+    """What the collector reads of the server (``InferenceServer``)."""
 
-    models: dict[str, Any]
-
-
-def loaded_versions(server: ServerLike) -> Iterator[LoadedVersionLike]:
-    """Every version that is loaded and serving, in model then version order."""
-    for name in sorted(server.models):
-        versions = server.models[name].versions
-        for number in sorted(versions):
-            version = versions[number]
-            if version.state in SERVED_STATES:
-                yield version
+    def loaded_versions(self) -> Sequence[Any]:
+        """Versions that serve or are draining, in model then version order."""
+        ...
 
 
 def _labels(version: LoadedVersionLike) -> dict[str, str]:
@@ -105,7 +96,8 @@ class ModelMetricsCollector(Collector):
         self.server = server
 
     def collect(self) -> Iterable[Metric]:
-        versions = [(v, _labels(v), v.statistics) for v in loaded_versions(self.server)]
+        loaded: Sequence[LoadedVersionLike] = self.server.loaded_versions()
+        versions = [(v, _labels(v), v.statistics) for v in loaded]
         snapshots = [(v, labels, stats, _snapshot(stats)) for v, labels, stats in versions]
         yield from self._triton(snapshots)
         yield from self._portico(snapshots)
