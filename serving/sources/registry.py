@@ -25,6 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+from repository.config import ConfigError, parse_config_text
 from serving.core.devices import gpu_count
 from serving.core.model_spec import ModelSpec
 from serving.core.model_table import UNLOADED_REASON
@@ -125,7 +126,13 @@ class RegistrySource:
             logger.info("model '%s' has no promoted version any more; unloading", name)
             self._extra.pop(name, None)
             await server.unload_model(name)
-        results = await asyncio.gather(*(self._apply(name) for name in sorted(self._promoted)))
+        names = sorted(self._promoted)
+        ensembles = [name for name in names if _is_ensemble(self._promoted[name])]
+        plain = [name for name in names if name not in ensembles]
+        # NOTE: an ensemble's load checks that its composing models are loaded, so ensembles
+        # are applied only once every plain model has been.
+        results = list(await asyncio.gather(*(self._apply(name) for name in plain)))
+        results += await asyncio.gather(*(self._apply(name) for name in ensembles))
         return [error for error in results if error]
 
     async def _apply(self, name: str) -> str:
@@ -306,6 +313,13 @@ def _close_connection() -> None:
     from django.db import connection
 
     connection.close()
+
+
+def _is_ensemble(servable: Any) -> bool:
+    try:
+        return bool(parse_config_text(servable.config_text).platform == "ensemble")
+    except ConfigError:
+        return False
 
 
 def _fingerprint(servable: Any) -> str:

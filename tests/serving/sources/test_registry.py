@@ -266,3 +266,22 @@ def test_postgres_notify_wakes_the_replica_without_redis(tmp_path: Path) -> None
             ),
             timeout_s=15,
         )
+
+
+def test_imported_demo_ensemble_serves_once_its_composing_models_load(tmp_path: Path) -> None:
+    from django.core.management import call_command
+
+    dm.write_demo_repository(tmp_path / "demo")
+    retrying(lambda: call_command("import_repository", str(tmp_path / "demo"), sync=True))
+    with ServingProcess(registry_settings(tmp_path)) as server:
+        client = httpclient.InferenceServerClient(server.http_url)
+        assert client.is_model_ready("pipeline")
+        x = np.random.default_rng(0).random((2, dm.DEMO_FEATURES), dtype=np.float32)
+        tensor = httpclient.InferInput("INPUT0", list(x.shape), "FP32")
+        tensor.set_data_from_numpy(x)
+        through_ensemble = client.infer("pipeline", [tensor]).as_numpy("OUTPUT0")
+        normalised = client.infer("preprocess", [tensor]).as_numpy("OUTPUT0")
+        step = httpclient.InferInput("INPUT0", list(normalised.shape), "FP32")
+        step.set_data_from_numpy(normalised)
+        by_hand = client.infer("mlp", [step]).as_numpy("OUTPUT0")
+        np.testing.assert_allclose(through_ensemble, by_hand, rtol=1e-5)
