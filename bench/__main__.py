@@ -131,8 +131,9 @@ def batching_suite(*, quick: bool) -> None:
 
 
 def _mean_batch_size(http_address: str) -> float:
-    import orjson
     import urllib.request
+
+    import orjson
 
     with urllib.request.urlopen(f"http://{http_address}/v2/models/mlp/stats", timeout=5) as reply:
         stats = orjson.loads(reply.read())["model_stats"][0]

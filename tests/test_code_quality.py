@@ -1,4 +1,4 @@
-"""STYLE.md's checks, run with the suite: ruff, and mypy --strict on serving/ and repository/config/."""
+"""STYLE.md's checks, run with the suite: ruff, and mypy --strict on serving and its config."""
 
 import subprocess
 import sys
