@@ -89,6 +89,29 @@ class PermissionDeniedError(RegistryError):
         super().__init__(f"{action} needs the {role} role", action=action, role=role)
 
 
+class LastAdminError(RegistryError):
+    """Lowering this role would leave nobody able to manage roles, tokens or approvals."""
+
+    code = "last_admin"
+
+    def __init__(self, user: str, role: str) -> None:
+        super().__init__(
+            f"{user} is the last admin; make someone else admin before making {user} {role}",
+            user=user,
+            role=role,
+        )
+
+
+class SuperuserRoleError(RegistryError):
+    code = "superuser_role"
+
+    def __init__(self, user: str) -> None:
+        super().__init__(
+            f"{user} is a superuser and so holds every role; change that in the Django admin",
+            user=user,
+        )
+
+
 class NothingToRollBackError(RegistryError):
     code = "nothing_to_roll_back"
 

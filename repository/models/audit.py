@@ -26,6 +26,7 @@ class Event(models.Model):
         TOKEN_CREATE = "token_create"
         TOKEN_REVOKE = "token_revoke"
         IMPORT = "import"
+        ROLE_SET = "role_set"
 
     actor = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"

@@ -11,6 +11,7 @@ from repository.selectors.catalog import (
 from repository.selectors.golden import golden_request_get, golden_request_list
 from repository.selectors.serving import replica_list, servable_version_list
 from repository.selectors.tokens import api_token_list
+from repository.selectors.users import user_get, user_list
 
 __all__ = [
     "api_token_list",
@@ -24,4 +25,6 @@ __all__ = [
     "model_version_promoted",
     "replica_list",
     "servable_version_list",
+    "user_get",
+    "user_list",
 ]

@@ -24,6 +24,7 @@ from repository.services.roles import (
     user_role,
     user_role_grant,
     user_role_require,
+    user_role_set,
 )
 from repository.services.tokens import api_token_authenticate, api_token_create, api_token_revoke
 from repository.services.validation import (
@@ -65,4 +66,5 @@ __all__ = [
     "user_role",
     "user_role_grant",
     "user_role_require",
+    "user_role_set",
 ]

@@ -6,6 +6,8 @@ import pytest
 from django.urls import reverse
 
 from console.permissions import user_role
+from repository.models import Event
+from tests.factories import UserFactory
 
 pytestmark = pytest.mark.embedded
 
@@ -38,3 +40,32 @@ def test_only_admins_manage_roles(deployer_client, viewer):
     )
     assert response.status_code == 403
     assert user_role(viewer) == "viewer"
+
+
+def test_admin_lowers_a_role_and_the_audit_log_shows_it(admin_client, admin_user, deployer):
+    body = admin_client.get(reverse("console:user-list")).content.decode()
+    assert "Make viewer" in body
+    response = admin_client.post(
+        reverse("console:user-role", args=[deployer.pk]), {"role": "viewer"}, follow=True
+    )
+    assert "deployer is now viewer" in response.content.decode()
+    assert user_role(deployer) == "viewer"
+    assert Event.objects.filter(action="role_set", actor=admin_user).count() == 1
+
+
+def test_last_admin_cannot_demote_themselves_from_the_page(admin_client, admin_user):
+    response = admin_client.post(
+        reverse("console:user-role", args=[admin_user.pk]), {"role": "viewer"}, follow=True
+    )
+    assert "is the last admin" in response.content.decode()
+    assert user_role(admin_user) == "admin"
+
+
+def test_users_page_reads_roles_in_a_fixed_number_of_queries(
+    admin_client, django_assert_max_num_queries
+):
+    for n in range(8):
+        UserFactory(username=f"user-{n}", role="viewer" if n % 2 else "deployer")
+    # Session, the signed-in user and their role, then the users with their groups (prefetched).
+    with django_assert_max_num_queries(8):
+        assert admin_client.get(reverse("console:user-list")).status_code == 200
