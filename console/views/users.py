@@ -10,8 +10,8 @@ from django.views.decorators.http import require_POST
 
 from console.permissions import ROLES, user_role
 from console.views.access import ROLE_ADMIN, role_required
-from repository.errors import RegistryError
 from repository import selectors
+from repository.errors import RegistryError
 from repository.services import user_role_set
 
 
