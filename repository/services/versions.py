@@ -7,7 +7,7 @@ import re
 from collections.abc import Sequence
 from typing import Any, BinaryIO
 
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.db.models import Max
 
 from repository.blobs import blob_store_file
@@ -25,6 +25,7 @@ logger = logging.getLogger(__name__)
 
 MODEL_NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]{0,127}$")
 PYTHON_FILE_SUFFIXES = (".py",)
+MODEL_CREATE_ATTEMPTS = 3
 
 
 def model_name_check(name: str) -> None:
@@ -156,15 +157,30 @@ def model_version_create_with_config(
 
 
 def _model_lock_or_create(name: str, *, owner: Any, description: str) -> Model:
-    model, created = Model.objects.get_or_create(
-        name=name,
-        defaults={
-            "owner": owner if owner is not None and owner.pk else None,
-            "description": description,
-        },
-    )
-    # NOTE: locking the model row serialises version numbering and promotions for that model.
-    return model if created else Model.objects.select_for_update().get(pk=model.pk)
+    """The model row named ``name``, locked for this transaction; created when it is new.
+
+    NOTE: two first uploads of one name race here. The unique name makes the second INSERT wait
+    for the first transaction and then fail; the savepoint keeps our transaction usable and the
+    next attempt reads (and locks) the row the first one committed. The lock serialises version
+    numbering and promotions for the model.
+    """
+    for attempt in range(1, MODEL_CREATE_ATTEMPTS + 1):
+        model = Model.objects.select_for_update().filter(name=name).first()
+        if model is not None:
+            return model
+        try:
+            with transaction.atomic():
+                return Model.objects.create(
+                    name=name,
+                    owner=owner if owner is not None and owner.pk else None,
+                    description=description,
+                )
+        except IntegrityError:
+            # The other upload's transaction may also roll back (then the name is free again).
+            if attempt == MODEL_CREATE_ATTEMPTS:
+                raise
+            logger.info("model %s was created concurrently; reading it (attempt %d)", name, attempt)
+    raise AssertionError("unreachable")
 
 
 def _next_number(model: Model) -> int:
