@@ -11,12 +11,13 @@ from __future__ import annotations
 from typing import Any
 
 from repository.models import Role
-from repository.services import user_role
+from repository.selectors.roles import ROLE_ORDER, user_role
 
 ROLE_VIEWER = Role.VIEWER.value
 ROLE_DEPLOYER = Role.DEPLOYER.value
 ROLE_ADMIN = Role.ADMIN.value
-ROLES: tuple[str, ...] = (ROLE_VIEWER, ROLE_DEPLOYER, ROLE_ADMIN)
+# The registry's order, so the console can never rank roles differently from the services.
+ROLES: tuple[str, ...] = tuple(role.value for role in ROLE_ORDER)
 _RANK = {role: rank for rank, role in enumerate(ROLES, start=1)}
 
 __all__ = [

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 from django.core.paginator import Paginator
@@ -31,7 +32,8 @@ def model_list(request: HttpRequest) -> HttpResponse:
     key = sort.lstrip("-")
     live = reads.live_replicas()
     model_stats = stats.model_stats()
-    rows = [_row(model, live, model_stats) for model in reads.model_list(query=query)]
+    ready = reads.replicas_ready(live)
+    rows = [_row(model, ready, model_stats) for model in reads.model_list(query=query)]
     if key in SORTS:
         rows.sort(key=SORTS[key], reverse=sort.startswith("-"))
     page = Paginator(rows, PAGE_SIZE).get_page(request.GET.get("page"))
@@ -50,15 +52,16 @@ def model_list(request: HttpRequest) -> HttpResponse:
     )
 
 
-def _row(model: Any, live: list[Any], model_stats: dict[str, Any] | None) -> dict[str, Any]:
+def _row(
+    model: Any, ready: Counter[tuple[str, int]], model_stats: dict[str, Any] | None
+) -> dict[str, Any]:
     promoted = model.promoted_versions[0] if model.promoted_versions else None
-    numbers = {promoted.number} if promoted else set()
     stat = (model_stats or {}).get(model.name, {})
     return {
         "model": model,
         "promoted": promoted,
         "backend": (promoted.backend if promoted else "") or model.backend or model.platform,
-        "replicas_live": reads.replicas_serving(live, model.name, numbers),
+        "replicas_live": ready[(model.name, promoted.number)] if promoted else 0,
         "rps": stat.get("rps"),
         "p95_ms": stat.get("p95_ms"),
         "last_event": model.recent_events[0] if model.recent_events else None,

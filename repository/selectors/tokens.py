@@ -16,3 +16,8 @@ def api_token_list(*, user: Any = None, include_revoked: bool = False) -> QueryS
     if not include_revoked:
         tokens = tokens.filter(revoked_at__isnull=True)
     return tokens
+
+
+def api_token_get(*, token_id: int) -> ApiToken | None:
+    """A token (revoked or not) by id, or None."""
+    return api_token_list(include_revoked=True).filter(pk=token_id).first()

@@ -8,16 +8,21 @@ from django.contrib.auth import get_user_model
 from django.db.models import QuerySet
 
 
-def user_list() -> QuerySet[Any]:
-    """Active users by name, groups prefetched (``user_role`` reads them without a query)."""
-    return (
-        get_user_model()
-        .objects.filter(is_active=True)
-        .prefetch_related("groups")
-        .order_by("username")
-    )
+def user_list(*, include_inactive: bool = False) -> QuerySet[Any]:
+    """Users by name (active only unless told), groups prefetched: ``user_role`` needs no query."""
+    users = get_user_model().objects.prefetch_related("groups").order_by("username")
+    return users if include_inactive else users.filter(is_active=True)
 
 
-def user_get(*, user_id: int) -> Any | None:
-    """An active user by id, or None."""
-    return user_list().filter(pk=user_id).first()
+def user_get(
+    *, user_id: int | None = None, username: str | None = None, include_inactive: bool = False
+) -> Any | None:
+    """A user by id or by username, or None."""
+    if user_id is None and username is None:
+        raise ValueError("user_get needs a user_id or a username")
+    users = user_list(include_inactive=include_inactive)
+    if user_id is not None:
+        users = users.filter(pk=user_id)
+    if username is not None:
+        users = users.filter(username=username)
+    return users.first()

@@ -15,17 +15,14 @@ from repository.errors import (
     SelfApprovalError,
 )
 from repository.models import Event, Model, ModelVersion, Role, VersionState
+from repository.selectors.lifecycle import (
+    APPROVABLE_STATES,
+    PROMOTABLE_STATES,
+    model_rollback_target,
+)
 from repository.services.events import event_record
 from repository.services.revision import serving_revision_bump
 from repository.services.roles import user_role_require
-
-PROMOTABLE = [VersionState.READY, VersionState.RETIRED]
-APPROVABLE = [
-    VersionState.UPLOADED,
-    VersionState.VALIDATING,
-    VersionState.READY,
-    VersionState.RETIRED,
-]
 
 
 def model_version_promote(*, version: ModelVersion, actor: Any) -> ModelVersion:
@@ -35,7 +32,7 @@ def model_version_promote(*, version: ModelVersion, actor: Any) -> ModelVersion:
     """
     with transaction.atomic():
         model, version = _lock(version)
-        _require_state(version, PROMOTABLE, action="promote")
+        _require_state(version, PROMOTABLE_STATES, action="promote")
         if version.needs_approval and not version.approved:
             raise ApprovalRequiredError(model.name, version.number)
         current = _promoted(model)
@@ -62,8 +59,8 @@ def model_rollback(*, model: Model, actor: Any) -> ModelVersion:
     with transaction.atomic():
         model = Model.objects.select_for_update().get(pk=model.pk)
         current = _promoted(model)
-        target = current.previous_promoted if current is not None else None
-        if current is None or target is None or target.state != VersionState.RETIRED:
+        target = model_rollback_target(promoted=current)
+        if current is None or target is None:
             raise NothingToRollBackError(model.name, current.number if current else None)
         target = ModelVersion.objects.select_for_update().get(pk=target.pk)
         _retire(current)
@@ -87,7 +84,7 @@ def model_version_approve(*, version: ModelVersion, actor: Any) -> ModelVersion:
         model, version = _lock(version)
         if not version.needs_approval:
             raise ApprovalNotNeededError(model.name, version.number)
-        _require_state(version, APPROVABLE, action="approve")
+        _require_state(version, APPROVABLE_STATES, action="approve")
         if version.uploaded_by_id is not None and version.uploaded_by_id == actor.pk:
             raise SelfApprovalError(model.name, version.number, actor.get_username())
         if version.approved:
@@ -111,7 +108,9 @@ def _lock(version: ModelVersion) -> tuple[Model, ModelVersion]:
     return model, fresh
 
 
-def _require_state(version: ModelVersion, allowed: list[VersionState], *, action: str) -> None:
+def _require_state(
+    version: ModelVersion, allowed: tuple[VersionState, ...], *, action: str
+) -> None:
     if version.state not in allowed:
         raise InvalidStateError(
             version.model.name,

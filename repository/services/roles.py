@@ -1,4 +1,5 @@
-"""Roles are Django groups (viewer < deployer < admin); a superuser holds every role."""
+"""Granting and setting roles (Django groups). Reading them is ``repository.selectors.roles``;
+its functions are re-exported here for the callers that predate that split."""
 
 from __future__ import annotations
 
@@ -11,30 +12,19 @@ from django.db.models import Q
 
 from repository.errors import LastAdminError, PermissionDeniedError, SuperuserRoleError
 from repository.models import Event, Role
+from repository.selectors.roles import ROLE_ORDER, role_rank, user_has_role, user_role
 from repository.services.events import event_record
 
-ROLE_ORDER = [Role.VIEWER, Role.DEPLOYER, Role.ADMIN]
-
-
-def role_rank(role: str) -> int:
-    return ROLE_ORDER.index(Role(role))
-
-
-def user_role(user: Any) -> str | None:
-    """The highest role a user holds, or None."""
-    if user is None or not getattr(user, "is_authenticated", False) or not user.is_active:
-        return None
-    if user.is_superuser:
-        return Role.ADMIN.value
-    # Iterating ``groups.all()`` (not ``values_list``) lets a list page prefetch the groups.
-    names = {group.name for group in user.groups.all()}
-    held = [r for r in ROLE_ORDER if r.value in names]
-    return held[-1].value if held else None
-
-
-def user_has_role(user: Any, role: str) -> bool:
-    held = user_role(user)
-    return held is not None and role_rank(held) >= role_rank(role)
+__all__ = [
+    "ROLE_ORDER",
+    "role_groups_ensure",
+    "role_rank",
+    "user_has_role",
+    "user_role",
+    "user_role_grant",
+    "user_role_require",
+    "user_role_set",
+]
 
 
 def user_role_require(user: Any, role: str, *, action: str) -> None:

@@ -1,0 +1,39 @@
+"""Which moves a version's state allows, and to whom: the rules the promotion services enforce,
+read here too so a page offers exactly the actions those services would accept."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from repository.models import ModelVersion, Role, VersionState
+from repository.selectors.roles import user_has_role
+
+PROMOTABLE_STATES = (VersionState.READY, VersionState.RETIRED)
+APPROVABLE_STATES = (
+    VersionState.UPLOADED,
+    VersionState.VALIDATING,
+    VersionState.READY,
+    VersionState.RETIRED,
+)
+
+
+def model_rollback_target(*, promoted: ModelVersion | None) -> ModelVersion | None:
+    """The version a rollback from ``promoted`` re-promotes: the retired one it replaced."""
+    target = promoted.previous_promoted if promoted is not None else None
+    return target if target is not None and target.state == VersionState.RETIRED else None
+
+
+def model_version_allowed_actions(*, version: ModelVersion, user: Any) -> dict[str, bool]:
+    """``promote`` / ``approve``: whether ``user`` may do it now; ``awaits_approval``: code
+    not yet reviewed. The services check again (and say why) when an action is taken."""
+    awaits_approval = version.needs_approval and not version.approved
+    return {
+        "promote": user_has_role(user, Role.DEPLOYER)
+        and version.state in PROMOTABLE_STATES
+        and not awaits_approval,
+        "approve": user_has_role(user, Role.ADMIN)
+        and awaits_approval
+        and version.state in APPROVABLE_STATES
+        and version.uploaded_by_id != user.pk,
+        "awaits_approval": awaits_approval,
+    }
