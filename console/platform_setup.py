@@ -7,10 +7,11 @@ from pathlib import Path
 from typing import TextIO
 
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import Group
 from django.core.management import call_command
 
-ADMIN_ROLE = "admin"
+from repository.models import Role
+from repository.selectors import model_list
+from repository.services import user_role_grant
 
 
 def ensure_admin_account(*, stdout: TextIO) -> None:
@@ -21,8 +22,7 @@ def ensure_admin_account(*, stdout: TextIO) -> None:
     username = os.environ.get("PORTICO_ADMIN_USER", "admin")
     password = os.environ.get("PORTICO_ADMIN_PASSWORD") or secrets.token_urlsafe(12)
     user = user_model.objects.create_superuser(username=username, email="", password=password)
-    group, _ = Group.objects.get_or_create(name=ADMIN_ROLE)
-    user.groups.add(group)
+    user_role_grant(user=user, role=Role.ADMIN)
     if "PORTICO_ADMIN_PASSWORD" in os.environ:
         stdout.write(f"Admin account '{username}' created with the environment's password.")
     else:
@@ -34,9 +34,7 @@ def ensure_admin_account(*, stdout: TextIO) -> None:
 def ensure_demo_models(*, stdout: TextIO) -> None:
     """Register, validate and promote the generated demo models on an empty registry."""
     from repository.demo_models import write_demo_repository
-    from repository.models import Model
-
-    if Model.objects.exists():
+    if model_list().exists():
         return
     with tempfile.TemporaryDirectory(prefix="portico-demo-") as folder:
         write_demo_repository(Path(folder))

@@ -117,7 +117,7 @@ def replica_heartbeat(
     )
 
 
-def live_replicas(max_age_s: float = 15) -> list[ReplicaInfo]:
+def live_replicas(max_age_s: float = selectors.LIVE_REPLICA_MAX_AGE_S) -> list[ReplicaInfo]:
     """Replicas heard from in the last ``max_age_s`` seconds."""
     return [
         ReplicaInfo(

@@ -11,9 +11,9 @@ from datetime import datetime
 from django.conf import settings
 
 from repository.facade import live_replicas
-from repository.models import Event
+from repository.selectors import LIVE_REPLICA_MAX_AGE_S, event_list_after
 
-REPLICA_MAX_AGE_S = 15.0
+REPLICA_MAX_AGE_S = LIVE_REPLICA_MAX_AGE_S
 MARKER_ACTIONS = ("promote", "rollback")
 
 
@@ -59,9 +59,6 @@ class Marker:
 
 def version_markers(*, since: datetime | None = None, after_id: int = 0) -> list[Marker]:
     """Promote and rollback events after ``after_id`` (and since ``since``), oldest first."""
-    events = Event.objects.filter(action__in=MARKER_ACTIONS, id__gt=after_id)
-    if since is not None:
-        events = events.filter(created_at__gte=since)
     return [
         Marker(
             id=e.id,
@@ -72,5 +69,5 @@ def version_markers(*, since: datetime | None = None, after_id: int = 0) -> list
             time=e.created_at.timestamp(),
             actor=e.actor_name,
         )
-        for e in events.order_by("id")[:500]
+        for e in event_list_after(after_id=after_id, actions=MARKER_ACTIONS, since=since)
     ]

@@ -11,7 +11,7 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from console.permissions import ROLE_VIEWER, user_has_role
-from repository.models import ModelVersion
+from repository.selectors import model_version_get_by_id
 from repository.services.live import version_group_name, version_progress_message
 
 POLL_INTERVAL_S = 1.0
@@ -26,7 +26,7 @@ def _allowed(user: Any) -> bool:
 
 @database_sync_to_async
 def _snapshot(version_id: int) -> dict[str, Any] | None:
-    version = ModelVersion.objects.select_related("model").filter(pk=version_id).first()
+    version = model_version_get_by_id(version_id=version_id)
     return None if version is None else version_progress_message(version)
 
 

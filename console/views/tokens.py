@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from django.contrib import messages
-from django.contrib.auth import get_user_model
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
@@ -12,6 +11,7 @@ from console.forms import TokenCreateForm
 from console.views import reads
 from console.views.access import ROLE_ADMIN, role_required
 from repository.errors import RegistryError
+from repository.selectors import user_get
 from repository.services.tokens import api_token_create, api_token_revoke
 
 
@@ -23,7 +23,7 @@ def token_list(request: HttpRequest) -> HttpResponse:
         username = form.cleaned_data["username"].strip()
         user = request.user
         if username:
-            user = get_user_model().objects.filter(username=username).first()
+            user = user_get(username=username, include_inactive=True)
         if user is None:
             form.add_error("username", f"There is no user named '{username}'.")
         else:

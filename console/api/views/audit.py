@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.contrib.auth import get_user_model
 from django.urls import reverse
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
@@ -14,7 +13,7 @@ from rest_framework.response import Response
 from console.api.base import RoleApi
 from console.api.pagination import ApiPagination
 from repository.models import Event
-from repository.selectors import event_list
+from repository.selectors import event_list, user_get
 
 
 class EventListApi(RoleApi):
@@ -68,7 +67,7 @@ class EventListApi(RoleApi):
         username = given.get("user")
         actor = None
         if username:
-            actor = get_user_model().objects.filter(username=username).first()
+            actor = user_get(username=username, include_inactive=True)
             if actor is None:
                 return Event.objects.none()
         return event_list(model=given.get("model") or None, actor=actor, action=given.get("action"))

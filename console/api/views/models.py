@@ -10,23 +10,21 @@ from rest_framework.response import Response
 
 from console.api.base import RoleApi
 from console.api.serializers import ModelDetailSerializer, ModelSerializer
-from repository.selectors import model_get, model_list, model_version_list, replica_list
+from repository.selectors import (
+    LIVE_REPLICA_MAX_AGE_S,
+    model_get,
+    model_list,
+    model_version_list,
+    replica_list,
+    replica_ready_counts,
+)
 
-# A replica whose heartbeat is older than this is not counted as serving anything.
-LIVE_REPLICA_MAX_AGE_S = 15.0
+__all__ = ["LIVE_REPLICA_MAX_AGE_S", "ModelDetailApi", "ModelListApi", "ready_replica_counts"]
 
 
 def ready_replica_counts() -> Counter[tuple[str, int]]:
     """How many live replicas report each (model, version) READY."""
-    counts: Counter[tuple[str, int]] = Counter()
-    for replica in replica_list(max_age_s=LIVE_REPLICA_MAX_AGE_S):
-        for loaded in replica.versions or []:
-            if isinstance(loaded, dict) and loaded.get("state") == "READY":
-                try:
-                    counts[(str(loaded.get("model")), int(loaded.get("version") or 0))] += 1
-                except (TypeError, ValueError):
-                    continue
-    return counts
+    return replica_ready_counts(list(replica_list(max_age_s=LIVE_REPLICA_MAX_AGE_S)))
 
 
 class ModelListApi(RoleApi):

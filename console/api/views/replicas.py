@@ -11,9 +11,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from console.api.base import RoleApi
-from console.api.views.models import LIVE_REPLICA_MAX_AGE_S
 from repository.models import ServingReplica
-from repository.selectors import replica_list
+from repository.selectors import LIVE_REPLICA_MAX_AGE_S, replica_is_live, replica_list
 
 
 class ReplicaListApi(RoleApi):
@@ -38,8 +37,7 @@ class ReplicaListApi(RoleApi):
             return max(0.0, (timezone.now() - replica.started_at).total_seconds())
 
         def get_live(self, replica: ServingReplica) -> bool:
-            age_s = (timezone.now() - replica.last_seen).total_seconds()
-            return age_s <= LIVE_REPLICA_MAX_AGE_S
+            return replica_is_live(replica)
 
     @extend_schema(
         parameters=[ReplicaFilterSerializer],

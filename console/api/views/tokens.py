@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.contrib.auth import get_user_model
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.exceptions import NotFound
@@ -14,7 +13,7 @@ from rest_framework.response import Response
 from console.api.base import RoleApi
 from console.permissions import ROLE_ADMIN, ROLES, role_allows, user_role
 from repository.models import ApiToken
-from repository.selectors import api_token_list
+from repository.selectors import api_token_get, api_token_list, user_get
 from repository.services import api_token_create, api_token_revoke
 
 
@@ -84,7 +83,7 @@ class TokenListApi(RoleApi):
 def _token_owner(request: Request, username: str | None, role: str) -> Any:
     owner = request.user
     if username:
-        owner = get_user_model().objects.filter(username=username, is_active=True).first()
+        owner = user_get(username=username)
         if owner is None:
             raise serializers.ValidationError({"user": [f"no active user '{username}'."]})
     # A token acts with the lower of its role and its user's, so a higher one would mislead.
@@ -117,7 +116,7 @@ class TokenDetailApi(RoleApi):
 
 
 def _token(token_id: int) -> ApiToken:
-    token = api_token_list(include_revoked=True).filter(pk=token_id).first()
+    token = api_token_get(token_id=token_id)
     if token is None:
         raise NotFound(f"no API token {token_id}.")
     return token
