@@ -78,7 +78,7 @@ def model_detail(request: HttpRequest, name: str) -> HttpResponse:
         "model": model,
         "versions": versions,
         "promoted": promoted,
-        "actions": {v.pk: reads.version_actions(version=v, user=request.user) for v in versions},
+        "actions": reads.versions_actions(versions=versions, user=request.user),
         "rollback_target": reads.rollback_target(promoted=promoted),
         "events": reads.event_list(model=model.name)[:10],
         "golden": reads.golden_list(model=model),

@@ -20,6 +20,7 @@ from repository.selectors import (
     LIVE_REPLICA_MAX_AGE_S,
     model_rollback_target,
     model_version_allowed_actions,
+    model_versions_allowed_actions,
     replica_is_live,
 )
 
@@ -43,6 +44,7 @@ __all__ = [
     "version_actions",
     "version_by_id",
     "version_get",
+    "versions_actions",
 ]
 
 LIVE_REPLICA_AGE_S = LIVE_REPLICA_MAX_AGE_S
@@ -93,6 +95,10 @@ def rollback_target(*, promoted: ModelVersion | None) -> ModelVersion | None:
 
 def version_actions(*, version: ModelVersion, user: Any) -> dict[str, bool]:
     return model_version_allowed_actions(version=version, user=user)
+
+
+def versions_actions(*, versions: list[ModelVersion], user: Any) -> dict[int, dict[str, bool]]:
+    return model_versions_allowed_actions(versions=versions, user=user)
 
 
 def golden_list(*, model: Model) -> list[GoldenRequest]:

@@ -15,6 +15,7 @@ from repository.selectors.lifecycle import (
     PROMOTABLE_STATES,
     model_rollback_target,
     model_version_allowed_actions,
+    model_versions_allowed_actions,
 )
 from repository.selectors.roles import user_has_role, user_role
 from repository.selectors.serving import (
@@ -46,6 +47,7 @@ __all__ = [
     "model_version_get_by_id",
     "model_version_list",
     "model_version_promoted",
+    "model_versions_allowed_actions",
     "replica_is_live",
     "replica_list",
     "replica_ready_counts",
