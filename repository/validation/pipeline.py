@@ -74,14 +74,19 @@ def version_validate_run(version_id: int) -> ModelVersion | None:
     return _finish(version_id, recorder, verdict)
 
 
+def _locked_version(version_id: int) -> ModelVersion | None:
+    """The version row, locked until the caller's transaction ends; None once deleted."""
+    return (
+        ModelVersion.objects.select_for_update()
+        .select_related("model")
+        .filter(pk=version_id)
+        .first()
+    )
+
+
 def _begin(version_id: int) -> ModelVersion | None:
     with transaction.atomic():
-        version = (
-            ModelVersion.objects.select_for_update()
-            .select_related("model")
-            .filter(pk=version_id)
-            .first()
-        )
+        version = _locked_version(version_id)
         if version is None:
             logger.info("version %s no longer exists; nothing to validate", version_id)
             return None
@@ -242,12 +247,7 @@ def _golden_error(failures: list[dict[str, Any]], step: dict[str, Any]) -> str:
 
 def _finish(version_id: int, recorder: StepRecorder, verdict: Verdict) -> ModelVersion | None:
     with transaction.atomic():
-        version = (
-            ModelVersion.objects.select_for_update()
-            .select_related("model")
-            .filter(pk=version_id)
-            .first()
-        )
+        version = _locked_version(version_id)
         if version is None or version.state != VersionState.VALIDATING:
             return version
         _apply(version, recorder, verdict)
