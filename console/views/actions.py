@@ -10,14 +10,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 
 from console.views import reads
 from console.views.access import ROLE_ADMIN, ROLE_DEPLOYER, role_required
-from repository.errors import RegistryError
+from console.views.feedback import report_outcome
 from repository.services import model_rollback as rollback_service
 from repository.services import model_version_approve, model_version_promote
 
@@ -32,10 +31,7 @@ def _confirm_or_run(
             "console/action_confirm.html",
             {"nav": "models", "model": model, "cancel_url": model_url, **context},
         )
-    try:
-        messages.success(request, run())
-    except RegistryError as error:
-        messages.error(request, error.message)
+    report_outcome(request, run)
     return redirect(model_url)
 
 

@@ -13,7 +13,7 @@ from django.views.decorators.http import require_POST
 from console.forms import GoldenRecordForm
 from console.views import reads
 from console.views.access import ROLE_DEPLOYER, role_required
-from repository.errors import RegistryError
+from console.views.feedback import report_outcome, safe_next
 from repository.services import golden_request_delete, golden_request_record
 
 
@@ -22,16 +22,15 @@ from repository.services import golden_request_delete, golden_request_record
 def golden_record(request: HttpRequest, name: str) -> HttpResponse:
     model = reads.model_get(name=name)
     form = GoldenRecordForm(request.POST)
-    back = request.POST.get("next") or reverse("console:model-detail", args=[name])
-    if not back.startswith("/"):
-        back = reverse("console:model-detail", args=[name])
+    back = safe_next(request, reverse("console:model-detail", args=[name]))
     if not form.is_valid():
         errors = "; ".join(f"{field}: {' '.join(errs)}" for field, errs in form.errors.items())
         messages.error(request, f"The golden request was not recorded — {errors}")
         return redirect(back)
     data = form.cleaned_data
-    try:
-        version = reads.version_get(name=name, number=data["version"])
+    version = reads.version_get(name=name, number=data["version"])
+
+    def record() -> str:
         golden = golden_request_record(
             model=model,
             name=data["name"],
@@ -41,14 +40,12 @@ def golden_record(request: HttpRequest, name: str) -> HttpResponse:
             atol=data["atol"],
             actor=request.user,
         )
-    except RegistryError as error:
-        messages.error(request, error.message)
-    else:
-        messages.success(
-            request,
+        return (
             f"Golden request “{golden.name}” is being recorded on "
-            f"v{version.number}; its expected outputs appear when it finishes.",
+            f"v{version.number}; its expected outputs appear when it finishes."
         )
+
+    report_outcome(request, record)
     return redirect(back)
 
 
@@ -57,11 +54,10 @@ def golden_record(request: HttpRequest, name: str) -> HttpResponse:
 def golden_delete(request: HttpRequest, name: str, golden_id: int) -> HttpResponse:
     model = reads.model_get(name=name)
     golden = reads.golden_get(model=model, golden_id=golden_id)
-    try:
+
+    def delete() -> str:
         golden_request_delete(golden=golden, actor=request.user)
-    except RegistryError as error:
-        messages.error(request, error.message)
-    else:
-        messages.success(request, f"Golden request “{golden.name}” is deleted.")
-    back = request.POST.get("next") or ""
-    return redirect(back if back.startswith("/") else reverse("console:model-detail", args=[name]))
+        return f"Golden request “{golden.name}” is deleted."
+
+    report_outcome(request, delete)
+    return redirect(safe_next(request, reverse("console:model-detail", args=[name])))

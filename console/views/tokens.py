@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
@@ -10,7 +9,7 @@ from django.views.decorators.http import require_POST
 from console.forms import TokenCreateForm
 from console.views import reads
 from console.views.access import ROLE_ADMIN, role_required
-from repository.errors import RegistryError
+from console.views.feedback import report_outcome
 from repository.selectors import user_get
 from repository.services.tokens import api_token_create, api_token_revoke
 
@@ -53,14 +52,13 @@ def token_list(request: HttpRequest) -> HttpResponse:
 @require_POST
 def token_revoke(request: HttpRequest, token_id: int) -> HttpResponse:
     token = reads.token_get(token_id=token_id)
-    try:
-        token = api_token_revoke(token=token, actor=request.user)
-    except RegistryError as error:
-        messages.error(request, error.message)
-    else:
-        messages.success(
-            request,
-            f"Token {token.prefix}… ({token.name or 'unnamed'}) is revoked; "
-            "requests using it are refused from now on.",
+
+    def revoke() -> str:
+        revoked = api_token_revoke(token=token, actor=request.user)
+        return (
+            f"Token {revoked.prefix}… ({revoked.name or 'unnamed'}) is revoked; "
+            "requests using it are refused from now on."
         )
+
+    report_outcome(request, revoke)
     return redirect("console:token-list")

@@ -10,8 +10,8 @@ from django.views.decorators.http import require_POST
 
 from console.permissions import ROLES, user_role
 from console.views.access import ROLE_ADMIN, role_required
+from console.views.feedback import report_outcome
 from repository import selectors
-from repository.errors import RegistryError
 from repository.services import user_role_set
 
 
@@ -34,10 +34,10 @@ def user_role_update(request: HttpRequest, user_id: int) -> HttpResponse:
     if role not in ROLES:
         messages.error(request, f"'{role}' is not a role (viewer, deployer or admin).")
         return redirect("console:user-list")
-    try:
+
+    def set_role() -> str:
         user_role_set(user=user, role=role, actor=request.user)
-    except RegistryError as error:
-        messages.error(request, error.message)
-    else:
-        messages.success(request, f"{user.get_username()} is now {role}.")
+        return f"{user.get_username()} is now {role}."
+
+    report_outcome(request, set_role)
     return redirect("console:user-list")
