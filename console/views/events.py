@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from console.forms import EventFilterForm
 from console.views import reads
 from console.views.access import ROLE_VIEWER, role_required
+from console.views.paging import paginate
 
 PAGE_SIZE = 50
 
@@ -19,9 +19,7 @@ def event_list(request: HttpRequest) -> HttpResponse:
     filters = form.cleaned_data if form.is_valid() else {}
     filters = {k: (v or "").strip() for k, v in filters.items()}
     events = reads.event_list(**filters)
-    page = Paginator(events, PAGE_SIZE).get_page(request.GET.get("page"))
-    query = request.GET.copy()
-    query.pop("page", None)
+    page, query = paginate(request, events, per_page=PAGE_SIZE)
     return render(
         request,
         "console/event_list.html",
@@ -31,6 +29,6 @@ def event_list(request: HttpRequest) -> HttpResponse:
             "events": page.object_list,
             "filters": filters,
             "choices": reads.event_filter_choices(),
-            "query": query.urlencode(),
+            "query": query,
         },
     )

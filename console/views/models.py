@@ -5,13 +5,13 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from console.views import reads, stats
 from console.views.access import ROLE_VIEWER, role_required
 from console.views.configs import parse_config, sample_request_text
+from console.views.paging import paginate
 
 SORTS = {
     "name": lambda r: r["model"].name.lower(),
@@ -36,7 +36,7 @@ def model_list(request: HttpRequest) -> HttpResponse:
     rows = [_row(model, ready, model_stats) for model in reads.model_list(query=query)]
     if key in SORTS:
         rows.sort(key=SORTS[key], reverse=sort.startswith("-"))
-    page = Paginator(rows, PAGE_SIZE).get_page(request.GET.get("page"))
+    page, page_query = paginate(request, rows, per_page=PAGE_SIZE)
     return render(
         request,
         "console/model_list.html",
@@ -46,6 +46,7 @@ def model_list(request: HttpRequest) -> HttpResponse:
             "rows": page.object_list,
             "q": query,
             "sort": sort,
+            "query": page_query,
             "replicas_total": len(live),
             "stats_available": model_stats is not None,
         },
