@@ -164,6 +164,20 @@ class GoldenRequestError(RegistryError):
     code = "invalid_golden_request"
 
 
+class TokenOutranksUserError(RegistryError):
+    """A token acts with the lower of its role and its user's, so a higher one would mislead."""
+
+    code = "token_outranks_user"
+
+    def __init__(self, user: str, held: str | None, role: str) -> None:
+        super().__init__(
+            f"user '{user}' holds role {held or 'none'}; a token cannot carry more ({role})",
+            user=user,
+            held=held,
+            role=role,
+        )
+
+
 class TokenInvalidError(RegistryError):
     code = "invalid_token"
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
@@ -10,6 +12,7 @@ from console.forms import TokenCreateForm
 from console.views import reads
 from console.views.access import ROLE_ADMIN, role_required
 from console.views.feedback import report_outcome
+from repository.errors import RegistryError
 from repository.selectors import user_get
 from repository.services.tokens import api_token_create, api_token_revoke
 
@@ -26,15 +29,9 @@ def token_list(request: HttpRequest) -> HttpResponse:
         if user is None:
             form.add_error("username", f"There is no user named '{username}'.")
         else:
-            token, key = api_token_create(
-                user=user,
-                role=form.cleaned_data["role"],
-                name=form.cleaned_data["name"],
-                actor=request.user,
-            )
-            # NOTE: rendered, not redirected: the key must never be stored to survive a redirect.
-            created = {"token": token, "key": key}
-            form = TokenCreateForm()
+            created = _create(request, form, user)
+            if created is not None:
+                form = TokenCreateForm()
     return render(
         request,
         "console/token_list.html",
@@ -46,6 +43,21 @@ def token_list(request: HttpRequest) -> HttpResponse:
         },
         status=400 if request.method == "POST" and created is None else 200,
     )
+
+
+def _create(request: HttpRequest, form: TokenCreateForm, user: Any) -> dict[str, Any] | None:
+    try:
+        token, key = api_token_create(
+            user=user,
+            role=form.cleaned_data["role"],
+            name=form.cleaned_data["name"],
+            actor=request.user,
+        )
+    except RegistryError as error:
+        form.add_error("role", error.message)
+        return None
+    # NOTE: rendered, not redirected: the key must never be stored to survive a redirect.
+    return {"token": token, "key": key}
 
 
 @role_required(ROLE_ADMIN)

@@ -10,8 +10,9 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from repository.errors import TokenInvalidError
+from repository.errors import TokenInvalidError, TokenOutranksUserError
 from repository.models import ApiToken, Event, Role
+from repository.selectors.roles import role_rank, user_role
 from repository.services.events import event_record
 
 KEY_PREFIX_CHARS = 8
@@ -26,8 +27,15 @@ def api_token_hash(key: str) -> str:
 def api_token_create(
     *, user: Any, role: str, name: str = "", actor: Any = None
 ) -> tuple[ApiToken, str]:
-    """Create a token for ``user`` and return it with its plain key (shown once, never stored)."""
+    """Create a token for ``user`` and return it with its plain key (shown once, never stored).
+
+    The role may not exceed the user's own (TokenOutranksUserError): the token would act with
+    the user's role anyway, and a list of tokens should not claim more than they can do.
+    """
     role = Role(role).value
+    held = user_role(user)
+    if held is None or role_rank(held) < role_rank(role):
+        raise TokenOutranksUserError(user.get_username(), held, role)
     key = secrets.token_urlsafe(32)
     with transaction.atomic():
         token = ApiToken.objects.create(

@@ -51,3 +51,11 @@ def test_revoke_unknown_token_is_404(admin_client):
 
 def test_tokens_page_empty_state(admin_client):
     assert "No API tokens yet." in admin_client.get(reverse("console:token-list")).content.decode()
+
+
+def test_page_refuses_a_token_above_its_users_role(admin_client, viewer):
+    url = reverse("console:token-list")
+    response = admin_client.post(url, {"name": "big", "role": "admin", "username": "viewer"})
+    assert response.status_code == 400
+    assert "a token cannot carry more" in response.content.decode()
+    assert not ApiToken.objects.filter(name="big").exists()

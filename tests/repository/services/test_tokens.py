@@ -6,7 +6,7 @@ import hashlib
 
 import pytest
 
-from repository.errors import TokenInvalidError
+from repository.errors import TokenInvalidError, TokenOutranksUserError
 from repository.models import ApiToken, Event
 from repository.services import api_token_authenticate, api_token_create, api_token_revoke
 
@@ -45,3 +45,10 @@ def test_token_of_an_inactive_user_is_refused(deployer) -> None:  # type: ignore
 def test_unknown_role_is_refused(deployer) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(ValueError):
         api_token_create(user=deployer, role="root")
+
+
+def test_token_cannot_carry_more_than_its_users_role(viewer) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(TokenOutranksUserError) as raised:
+        api_token_create(user=viewer, role="deployer")
+    assert raised.value.extra == {"user": viewer.username, "held": "viewer", "role": "deployer"}
+    assert not ApiToken.objects.exists()
