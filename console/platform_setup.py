@@ -34,6 +34,7 @@ def ensure_admin_account(*, stdout: TextIO) -> None:
 def ensure_demo_models(*, stdout: TextIO) -> None:
     """Register, validate and promote the generated demo models on an empty registry."""
     from repository.demo_models import write_demo_repository
+
     if model_list().exists():
         return
     with tempfile.TemporaryDirectory(prefix="portico-demo-") as folder:
