@@ -84,7 +84,7 @@ def _import_version(
 ) -> ModelVersion | None:
     name, number = model_dir.name, int(version_dir.name)
     try:
-        model_name_check(name)
+        model_name_check(name=name)
         staged = stage_directory(model_dir, version_dir)
         try:
             version = _register(name, number, staged, sync=sync)

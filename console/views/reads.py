@@ -142,4 +142,4 @@ def live_replicas() -> list[ServingReplica]:
 
 def replicas_ready(replicas: list[ServingReplica]) -> Counter[tuple[str, int]]:
     """How many of ``replicas`` have each (model, version) loaded and READY."""
-    return selectors.replica_ready_counts(replicas)
+    return selectors.replica_ready_counts(replicas=replicas)

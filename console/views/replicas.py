@@ -11,7 +11,7 @@ from console.views.access import ROLE_VIEWER, role_required
 
 @role_required(ROLE_VIEWER)
 def replica_list(request: HttpRequest) -> HttpResponse:
-    rows = [{"replica": r, "live": reads.replica_is_live(r)} for r in reads.replica_list()]
+    rows = [{"replica": r, "live": reads.replica_is_live(replica=r)} for r in reads.replica_list()]
     return render(
         request,
         "console/replica_list.html",

@@ -34,11 +34,11 @@ def replica_list(*, max_age_s: float | None = None) -> QuerySet[ServingReplica]:
     return replicas
 
 
-def replica_is_live(replica: ServingReplica, *, max_age_s: float = LIVE_REPLICA_MAX_AGE_S) -> bool:
+def replica_is_live(*, replica: ServingReplica, max_age_s: float = LIVE_REPLICA_MAX_AGE_S) -> bool:
     return replica.last_seen >= timezone.now() - timedelta(seconds=max_age_s)
 
 
-def replica_ready_counts(replicas: list[ServingReplica]) -> Counter[tuple[str, int]]:
+def replica_ready_counts(*, replicas: list[ServingReplica]) -> Counter[tuple[str, int]]:
     """How many of ``replicas`` report each (model, version) READY (malformed entries skipped)."""
     counts: Counter[tuple[str, int]] = Counter()
     for replica in replicas:

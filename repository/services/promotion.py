@@ -79,7 +79,7 @@ def model_rollback(*, model: Model, actor: Any) -> ModelVersion:
 
 def model_version_approve(*, version: ModelVersion, actor: Any) -> ModelVersion:
     """Approve a code-bearing version: by an admin who is not its uploader."""
-    user_role_require(actor, Role.ADMIN, action="approve")
+    user_role_require(user=actor, role=Role.ADMIN, action="approve")
     with transaction.atomic():
         model, version = _lock(version)
         if not version.needs_approval:

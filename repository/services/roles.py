@@ -27,7 +27,7 @@ __all__ = [
 ]
 
 
-def user_role_require(user: Any, role: str, *, action: str) -> None:
+def user_role_require(*, user: Any, role: str, action: str) -> None:
     if not user_has_role(user, role):
         raise PermissionDeniedError(action, role)
 
@@ -49,7 +49,7 @@ def user_role_set(*, user: Any, role: str, actor: Any) -> str:
     Refused for superusers (they hold every role whatever their groups) and when it would leave no
     active admin, so nobody can lock the registry out of approvals, roles and tokens.
     """
-    user_role_require(actor, Role.ADMIN, action="set roles")
+    user_role_require(user=actor, role=Role.ADMIN, action="set roles")
     new = Role(role).value
     if user.is_superuser:
         raise SuperuserRoleError(user.get_username())

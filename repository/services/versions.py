@@ -28,7 +28,7 @@ PYTHON_FILE_SUFFIXES = (".py",)
 MODEL_CREATE_ATTEMPTS = 3
 
 
-def model_name_check(name: str) -> None:
+def model_name_check(*, name: str) -> None:
     if not MODEL_NAME_RE.match(name or "") or name in (".", ".."):
         raise InvalidModelNameError(name)
 
@@ -51,7 +51,7 @@ def model_version_create_from_upload(
     Raises UploadError (and subclasses) for bad uploads, InvalidModelNameError for bad names;
     either way nothing is left behind.
     """
-    model_name_check(model_name)
+    model_name_check(name=model_name)
     given = [x is not None for x in (archive, file, files)]
     if sum(given) != 1:
         raise UploadError(
@@ -94,7 +94,7 @@ def model_version_create_from_staged(
 
     ``number`` keeps a version number (import); when it is taken, the next free number is used.
     """
-    model_name_check(model_name)
+    model_name_check(name=model_name)
     # Blobs are content-addressed and immutable, so storing them before the transaction is safe:
     # a failed transaction leaves only unreferenced (and reusable) content behind.
     stored = [(f.path, blob_store_file(f.source), False) for f in staged.version_files]

@@ -24,7 +24,7 @@ __all__ = ["LIVE_REPLICA_MAX_AGE_S", "ModelDetailApi", "ModelListApi", "ready_re
 
 def ready_replica_counts() -> Counter[tuple[str, int]]:
     """How many live replicas report each (model, version) READY."""
-    return replica_ready_counts(list(replica_list(max_age_s=LIVE_REPLICA_MAX_AGE_S)))
+    return replica_ready_counts(replicas=list(replica_list(max_age_s=LIVE_REPLICA_MAX_AGE_S)))
 
 
 class ModelListApi(RoleApi):

@@ -37,7 +37,7 @@ class ReplicaListApi(RoleApi):
             return max(0.0, (timezone.now() - replica.started_at).total_seconds())
 
         def get_live(self, replica: ServingReplica) -> bool:
-            return replica_is_live(replica)
+            return replica_is_live(replica=replica)
 
     @extend_schema(
         parameters=[ReplicaFilterSerializer],

@@ -77,8 +77,8 @@ def test_replica_ready_counts_count_ready_versions_and_skip_malformed_entries() 
             "not a dict",
         ],
     )
-    assert selectors.replica_ready_counts([replica, replica]) == {("m", 1): 2}
-    assert not selectors.replica_is_live(replica)
+    assert selectors.replica_ready_counts(replicas=[replica, replica]) == {("m", 1): 2}
+    assert not selectors.replica_is_live(replica=replica)
     assert list(selectors.replica_list(max_age_s=selectors.LIVE_REPLICA_MAX_AGE_S)) == []
 
 
