@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 from django.db import DatabaseError, IntegrityError, connection, transaction
 
-from repository.models import Blob, ModelVersion, VersionFile
-from tests.factories import BlobFactory, ModelFactory, ModelVersionFactory
+from repository.models import Blob, Event, ModelVersion, VersionFile
+from repository.services import event_record
+from tests.factories import BlobFactory, ModelFactory, ModelVersionFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -51,3 +52,23 @@ def test_version_state_outside_the_choices_is_refused() -> None:
     version = ModelVersionFactory()
     with pytest.raises(IntegrityError), transaction.atomic():
         ModelVersion.objects.filter(pk=version.pk).update(state="deleted")
+
+
+def test_events_are_append_only_on_postgresql_but_a_deleted_user_detaches() -> None:
+    if connection.vendor != "postgresql":
+        pytest.skip("the trigger is PostgreSQL's")
+    user = UserFactory(username="leaver")
+    event = event_record(actor=user, action="upload", model=ModelFactory(name="kept"))
+    with pytest.raises(DatabaseError, match="immutable"), transaction.atomic():
+        Event.objects.filter(pk=event.pk).update(action="promote")
+    with pytest.raises(DatabaseError, match="immutable"), transaction.atomic():
+        Event.objects.filter(pk=event.pk).update(actor=None, actor_name="someone else")
+    with (
+        pytest.raises(DatabaseError, match="immutable"),
+        transaction.atomic(),
+        connection.cursor() as cursor,
+    ):
+        cursor.execute("DELETE FROM repository_event WHERE id = %s", [event.pk])
+    user.delete()
+    event = Event.objects.get(pk=event.pk)
+    assert (event.actor_id, event.actor_name, event.model_name) == (None, "leaver", "kept")
