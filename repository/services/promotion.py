@@ -51,14 +51,18 @@ def model_version_promote(*, version: ModelVersion, actor: Any) -> ModelVersion:
     return version
 
 
-def model_rollback(*, model: Model, actor: Any) -> ModelVersion:
+def model_rollback(*, model: Model, actor: Any, from_version: int | None = None) -> ModelVersion:
     """Re-promote the version promoted before the current one; the current one becomes retired.
 
-    Repeated rollbacks walk further back along the promotion history.
+    Repeated rollbacks walk further back along the promotion history. With ``from_version``, a
+    repeated request is harmless: once that version is no longer the promoted one, nothing moves
+    and the version promoted now is returned (checked under the model's lock).
     """
     with transaction.atomic():
         model = Model.objects.select_for_update().get(pk=model.pk)
         current = _promoted(model)
+        if from_version is not None and current is not None and current.number != from_version:
+            return current
         target = model_rollback_target(promoted=current)
         if current is None or target is None:
             raise NothingToRollBackError(model.name, current.number if current else None)

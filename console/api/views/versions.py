@@ -22,7 +22,6 @@ from repository.selectors import (
     model_get,
     model_version_get,
     model_version_list,
-    model_version_promoted,
 )
 from repository.services import (
     model_rollback,
@@ -239,8 +238,5 @@ class ModelRollbackApi(RoleApi):
         given.is_valid(raise_exception=True)
         model = model_get(name=name)
         from_version = given.validated_data.get("from_version")
-        current = model_version_promoted(model=model)
-        if from_version is not None and current is not None and current.number != from_version:
-            return Response(version_json(name=name, number=current.number))
-        promoted = model_rollback(model=model, actor=request.user)
+        promoted = model_rollback(model=model, actor=request.user, from_version=from_version)
         return Response(version_json(name=name, number=promoted.number))

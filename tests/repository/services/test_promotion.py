@@ -153,3 +153,14 @@ def test_database_refuses_duplicate_version_numbers() -> None:
     ModelVersionFactory(model=model, number=1)
     with pytest.raises(IntegrityError), transaction.atomic():
         ModelVersionFactory(model=model, number=1)
+
+
+def test_rollback_from_a_version_no_longer_promoted_moves_nothing(deployer) -> None:  # type: ignore[no-untyped-def]
+    model = ModelFactory()
+    for n in (1, 2, 3):
+        model_version_promote(version=ModelVersionFactory(model=model, number=n), actor=deployer)
+    assert model_rollback(model=model, actor=deployer, from_version=3).number == 2
+    # The same request again (a retry): v3 is no longer promoted, so v2 stays.
+    assert model_rollback(model=model, actor=deployer, from_version=3).number == 2
+    assert states(model) == {1: "retired", 2: "promoted", 3: "retired"}
+    assert Event.objects.filter(action="rollback").count() == 1
