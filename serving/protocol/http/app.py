@@ -7,6 +7,7 @@ the status from ``serving.protocol.errors.HTTP_STATUS``.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import importlib
@@ -56,6 +57,10 @@ class HttpError(Exception):
         self.message = message
 
 
+class ClientDisconnected(Exception):
+    """The client closed the connection before its answer was ready; nothing is sent."""
+
+
 class HttpApp:
     """The ASGI application serving one ``InferenceServer``."""
 
@@ -71,6 +76,8 @@ class HttpApp:
         headers = {k: v for k, v in scope["headers"] if k in _WANTED_HEADERS}
         try:
             await self._route(scope, receive, send, headers)
+        except ClientDisconnected:
+            return
         except HttpError as exc:
             # NOTE: a refused body is left unread, so the connection cannot be reused.
             extra = [(b"connection", b"close")] if exc.status == 413 else None
@@ -186,7 +193,7 @@ class HttpApp:
             if header_length == HEADER_LENGTH_MISSING and _has_binary_inputs(header):
                 raise _missing_header_length()
             request = decode_infer_request(header, binary, model_name=name, model_version=version)
-        response = await self.server.infer(request, decoupled_error=DECOUPLED_HTTP)
+        response = await self._infer_until_disconnect(request, receive)
         json_body, parts, any_binary = encode_infer_response(response, request)
         out_headers: list[tuple[bytes, bytes]] = []
         if any_binary:
@@ -199,6 +206,33 @@ class HttpApp:
                 payload = compressed
                 out_headers.append((b"content-encoding", encoding))
         await _send(send, 200, payload, _OCTET if any_binary else _JSON, out_headers)
+
+    async def _infer_until_disconnect(self, request: InferRequest, receive: Receive) -> Any:
+        """``server.infer``, cancelled if the client goes away before the answer.
+
+        NOTE: once the body is read, the ASGI server answers ``receive()`` only when the client
+        disconnects. Cancelling the infer then lets the scheduler drop a still-queued request
+        (counted CANCELED) instead of running it for nobody; a batch already executing is
+        unharmed. One small task per request watches for that.
+        """
+        infer_task = asyncio.current_task()
+        assert infer_task is not None
+        watcher = asyncio.ensure_future(receive())
+
+        def cancel_on_disconnect(done: asyncio.Future[Message]) -> None:
+            gone = not done.cancelled() and done.exception() is None
+            if gone and done.result().get("type") == "http.disconnect":
+                infer_task.cancel()
+
+        watcher.add_done_callback(cancel_on_disconnect)
+        try:
+            return await self.server.infer(request, decoupled_error=DECOUPLED_HTTP)
+        except asyncio.CancelledError:
+            if watcher.done() and not watcher.cancelled() and infer_task.uncancel() == 0:
+                raise ClientDisconnected from None
+            raise
+        finally:
+            watcher.cancel()
 
     def _raw_request(self, name: str, version: int | None, body: bytes) -> InferRequest:
         lv = self.server.resolve(name, version)
