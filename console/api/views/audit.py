@@ -69,5 +69,5 @@ class EventListApi(RoleApi):
         if username:
             actor = user_get(username=username, include_inactive=True)
             if actor is None:
-                return Event.objects.none()
+                return event_list().none()
         return event_list(model=given.get("model") or None, actor=actor, action=given.get("action"))

@@ -51,6 +51,8 @@ def test_admin_lowers_a_role_and_the_audit_log_shows_it(admin_client, admin_user
     assert "deployer is now viewer" in response.content.decode()
     assert user_role(deployer) == "viewer"
     assert Event.objects.filter(action="role_set", actor=admin_user).count() == 1
+    audit = admin_client.get(reverse("console:event-list"), {"action": "role_set"})
+    assert "deployer: deployer → viewer" in audit.content.decode()
 
 
 def test_last_admin_cannot_demote_themselves_from_the_page(admin_client, admin_user):
