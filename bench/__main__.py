@@ -54,7 +54,7 @@ def protocol_suite(*, quick: bool) -> None:
                 )
                 rows.append([
                     protocol.upper(), f"{result.p50_us:.0f}", f"{result.p99_us:.0f}",
-                    f"{result.throughput_per_s:.0f}", f"{raw.p50_us:.0f}",
+                    f"{result.throughput_per_s:.0f}{report.mark(result)}", f"{raw.p50_us:.0f}",
                     f"{result.throughput_per_s / raw.inferences_per_s:.3f}",
                 ])
     body = "\n\n".join([
@@ -65,6 +65,7 @@ def protocol_suite(*, quick: bool) -> None:
              "raw ORT p50 µs", "served ÷ raw ORT throughput"],
             rows,
         ),
+        report.UNSTABLE_NOTE,
         "Reproduce: `PERF_ANALYZER=/path/to/perf_analyzer python -m bench protocol`",
     ])
     report.write_section("protocol", body)
@@ -101,7 +102,8 @@ def batching_suite(*, quick: bool) -> None:
                         )
                         rows.append([
                             label, protocol.upper(), str(concurrency),
-                            f"{result.throughput_per_s:.0f}", f"{result.p50_us / 1000:.2f}",
+                            f"{result.throughput_per_s:.0f}{report.mark(result)}",
+                            f"{result.p50_us / 1000:.2f}",
                             f"{result.p95_us / 1000:.2f}", f"{result.p99_us / 1000:.2f}",
                             f"{result.queue_us:.0f}",
                         ])
@@ -125,6 +127,7 @@ def batching_suite(*, quick: bool) -> None:
                  f"{raw_formed.inferences_per_s:.0f}", f"{raw_formed.p50_us:.0f}"],
             ],
         ),
+        report.UNSTABLE_NOTE,
         "Reproduce: `PERF_ANALYZER=/path/to/perf_analyzer python -m bench batching`",
     ])
     report.write_section("batching", body)

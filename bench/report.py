@@ -28,11 +28,23 @@ def table(headers: list[str], rows: list[list[str]]) -> str:
     return "\n".join(lines)
 
 
+UNSTABLE_NOTE = (
+    "† perf_analyzer found no three windows within 30 % of each other (a busy machine); "
+    "the figure is from windows measured with any spread."
+)
+
+
+def mark(result: object) -> str:
+    """'†' after a figure whose measurement did not stabilise."""
+    return "" if getattr(result, "stable", True) else " †"
+
+
 def write_section(name: str, body: str) -> None:
     start, end = f"<!-- bench:{name}:start -->", f"<!-- bench:{name}:end -->"
     text = BENCHMARKS_MD.read_text() if BENCHMARKS_MD.exists() else "# Benchmarks\n"
     block = f"{start}\n{body.strip()}\n{end}"
     pattern = re.compile(re.escape(start) + ".*?" + re.escape(end), re.S)
-    text = pattern.sub(lambda _: block, text) if pattern.search(text) else text + "\n" + block + "\n"
+    found = pattern.search(text)
+    text = pattern.sub(lambda _: block, text) if found else f"{text}\n{block}\n"
     BENCHMARKS_MD.parent.mkdir(parents=True, exist_ok=True)
     BENCHMARKS_MD.write_text(text)
