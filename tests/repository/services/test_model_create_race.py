@@ -14,10 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from django.db import connection, connections, transaction
+from django.db import connection, transaction
 
 from repository.models import Event, Model, ModelVersion
 from repository.services import model_version_create_from_upload
+from tests.repository.services.threads import in_thread
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -39,20 +40,6 @@ def upload(user: Any, content: bytes) -> ModelVersion:
         file_name="model.onnx",
         config_text=CONFIG,
     )
-
-
-def in_thread(target: Callable[[], Any], results: dict[str, Any], key: str) -> threading.Thread:
-    def run() -> None:
-        try:
-            results[key] = target()
-        except Exception as error:  # noqa: BLE001 - the assertion below names it
-            results[key] = error
-        finally:
-            connections.close_all()
-
-    thread = threading.Thread(target=run, name=f"upload-{key}")
-    thread.start()
-    return thread
 
 
 def wait_for_lock_waiter(timeout_s: float = 10.0) -> None:
