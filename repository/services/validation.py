@@ -59,7 +59,7 @@ def model_version_revalidate(*, version: ModelVersion, actor: Any) -> ModelVersi
             to_version=version.number,
             detail={"requeued": True},
         )
-        _enqueue(version.pk)
+        enqueue_validation_on_commit(version.pk)
     return version
 
 
@@ -74,11 +74,13 @@ def model_versions_requeue_stale() -> list[int]:
     lost = Q(state=VersionState.UPLOADED, created_at__lte=timezone.now() - UPLOADED_GRACE)
     ids = list(ModelVersion.objects.filter(abandoned | lost).values_list("pk", flat=True))
     for version_id in ids:
-        transaction.on_commit(lambda v=version_id: enqueue_validation(v))
+        enqueue_validation_on_commit(version_id)
     return ids
 
 
-def _enqueue(version_id: int) -> None:
+def enqueue_validation_on_commit(version_id: int) -> None:
+    """Validate the version once the current transaction commits (never from inside it: the
+    worker could otherwise look for a row it cannot see yet)."""
     transaction.on_commit(lambda: enqueue_validation(version_id))
 
 

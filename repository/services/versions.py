@@ -14,6 +14,7 @@ from repository.blobs import blob_store_file
 from repository.errors import InvalidModelNameError, UploadError
 from repository.models import Event, Model, ModelVersion, VersionFile, VersionState
 from repository.services.events import event_record
+from repository.services.validation import enqueue_validation_on_commit
 from repository.uploads import (
     StagedUpload,
     stage_archive,
@@ -121,7 +122,7 @@ def model_version_create_from_staged(
             detail={"source": source, "files": len(stored), "size": version.size},
         )
         if enqueue:
-            _enqueue_validation_on_commit(version.pk)
+            enqueue_validation_on_commit(version.pk)
     return version
 
 
@@ -152,7 +153,7 @@ def model_version_create_with_config(
             to_version=new.number,
             detail={"source": "config_change"},
         )
-        _enqueue_validation_on_commit(new.pk)
+        enqueue_validation_on_commit(new.pk)
     return new
 
 
@@ -192,9 +193,3 @@ def _free_number(model: Model, wanted: int | None) -> int:
     if wanted and wanted >= 1 and not model.versions.filter(number=wanted).exists():
         return wanted
     return _next_number(model)
-
-
-def _enqueue_validation_on_commit(version_id: int) -> None:
-    from repository.services.validation import enqueue_validation
-
-    transaction.on_commit(lambda: enqueue_validation(version_id))
