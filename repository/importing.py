@@ -17,7 +17,7 @@ from repository.services.events import event_record
 from repository.services.promotion import model_version_promote
 from repository.services.validation import model_version_validate
 from repository.services.versions import model_name_check, model_version_create_from_staged
-from repository.uploads import stage_directory
+from repository.uploads import StagedUpload, stage_directory
 
 logger = logging.getLogger(__name__)
 
@@ -103,7 +103,7 @@ def _import_version(
     return version
 
 
-def _register(name: str, number: int, staged, *, sync: bool) -> ModelVersion:  # type: ignore[no-untyped-def]
+def _register(name: str, number: int, staged: StagedUpload, *, sync: bool) -> ModelVersion:
     with transaction.atomic():
         version = model_version_create_from_staged(
             model_name=name,
