@@ -27,6 +27,9 @@ _TABLE: dict[type[errors.RegistryError], int] = {
     errors.InvalidModelNameError: status.HTTP_400_BAD_REQUEST,
     errors.GoldenRequestError: status.HTTP_400_BAD_REQUEST,
     errors.BlobIntegrityError: status.HTTP_409_CONFLICT,
+    errors.LastAdminError: status.HTTP_409_CONFLICT,
+    errors.SuperuserRoleError: status.HTTP_409_CONFLICT,
+    errors.TokenOutranksUserError: status.HTTP_400_BAD_REQUEST,
 }
 
 
