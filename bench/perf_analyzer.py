@@ -102,7 +102,8 @@ def _run_load(
         if shape:
             command += ["--shape", shape]
         completed = subprocess.run(command, capture_output=True, text=True, timeout=600)
-        if completed.returncode != 0 and "stable measurement" in completed.stdout:
+        output = completed.stdout + completed.stderr
+        if completed.returncode != 0 and "stable measurement" in output:
             raise UnstableMeasurement(model)
         if completed.returncode != 0:
             raise RuntimeError(f"perf_analyzer failed:\n{completed.stdout}\n{completed.stderr}")
