@@ -22,8 +22,7 @@ from tritonclient.grpc import model_config_pb2 as mc
 from repository import demo_models as dm
 
 BATCHER_DELAY_US = 1_000_000
-QUEUE_EXECUTE_DELAY_MS = 1500
-QUEUE_TIMEOUT_US = 200_000
+QUEUE_TIMEOUT_US = 1_000_000
 
 OPTIONAL_IDENTITY = textwrap.dedent('''\
     """OUTPUT0 = INPUT0 (+ INPUT1 when the optional INPUT1 was sent)."""
@@ -139,13 +138,9 @@ def write_qa_repository(repo: Path) -> None:
         f"max_queue_delay_microseconds: {BATCHER_DELAY_US} }}",
     )
     dm.write_python_sleep(repo, "slow", max_batch_size=0, dims=(-1,), dynamic_batching=False)
-    queue = dm.write_python_sleep(
-        repo, "queue_max_1", max_batch_size=1, execute_delay_ms=QUEUE_EXECUTE_DELAY_MS
-    )
+    queue = dm.write_python_sleep(repo, "queue_max_1", max_batch_size=1)
     _rewrite_config(queue, "dynamic_batching { default_queue_policy { max_queue_size: 1 } }")
-    timeout = dm.write_python_sleep(
-        repo, "queue_timeout", max_batch_size=1, execute_delay_ms=QUEUE_EXECUTE_DELAY_MS
-    )
+    timeout = dm.write_python_sleep(repo, "queue_timeout", max_batch_size=1)
     _rewrite_config(
         timeout,
         "dynamic_batching { default_queue_policy { timeout_action: REJECT "

@@ -9,7 +9,6 @@
 from __future__ import annotations
 
 import json
-import threading
 import time
 from collections.abc import Iterator
 from http.client import HTTPConnection
@@ -388,41 +387,49 @@ def test_dynamic_batcher_sends_preferred_batch_and_waits_for_delay_otherwise(
 # --------------------------------------------------------------------- L0_model_queue / L0_http 503
 
 
-def test_queue_full_request_is_rejected_with_503(
-    http: httpclient.InferenceServerClient, server: ServerProcess
-) -> None:
+# The first request holds the only instance for BLOCKING_DELAY_MS (a request parameter the sleep
+# model honours); the margins are wide so a loaded 2-core CI machine still sees the same order.
+BLOCKING_DELAY_MS = 3000
+
+
+def _block_instance(http: httpclient.InferenceServerClient, model: str) -> Any:
+    blocking = http.async_infer(
+        model, _sleep_inputs(), parameters={"execute_delay_ms": BLOCKING_DELAY_MS}
+    )
+    time.sleep(0.5)
+    return blocking
+
+
+def _outcome(request: Any) -> InferenceServerException | None:
+    try:
+        request.get_result()
+    except InferenceServerException as exc:
+        return exc
+    return None
+
+
+def test_queue_full_request_is_rejected_with_503(http: httpclient.InferenceServerClient) -> None:
+    """max_queue_size 1: with the instance busy and one request queued, the next gets 503."""
     model = "queue_max_1"
-    executing = http.async_infer(model, _sleep_inputs())
-    time.sleep(0.4)
-    queued = http.async_infer(model, _sleep_inputs())
-    time.sleep(0.3)
-    with pytest.raises(InferenceServerException) as caught:
-        http.infer(model, _sleep_inputs())
-    assert caught.value.status() == "503"
-    assert "Exceeds maximum queue size" in caught.value.message()
-    executing.get_result()
-    queued.get_result()
+    blocking = _block_instance(http, model)
+    later = [http.async_infer(model, _sleep_inputs()) for _ in range(2)]
+    errors = [error for error in map(_outcome, later) if error is not None]
+    assert _outcome(blocking) is None
+    assert errors, "no request was refused although the queue holds one"
+    for error in errors:
+        assert error.status() == "503"
+        assert "Exceeds maximum queue size" in error.message()
 
 
 def test_queue_timeout_rejects_with_503(http: httpclient.InferenceServerClient) -> None:
+    """default_timeout_microseconds 1 s with REJECT: a request stuck behind a 3 s one gets 503."""
     model = "queue_timeout"
-    executing = http.async_infer(model, _sleep_inputs())
-    time.sleep(0.4)
-    errors: list[InferenceServerException] = []
-
-    def late() -> None:
-        try:
-            http.infer(model, _sleep_inputs())
-        except InferenceServerException as exc:
-            errors.append(exc)
-
-    thread = threading.Thread(target=late)
-    thread.start()
-    thread.join(timeout=30)
-    executing.get_result()
-    assert errors, "the queued request outlived its 200 ms queue timeout"
-    assert errors[0].status() == "503"
-    assert "Request timeout expired" in errors[0].message()
+    blocking = _block_instance(http, model)
+    error = _outcome(http.async_infer(model, _sleep_inputs()))
+    assert _outcome(blocking) is None
+    assert error is not None, "the queued request outlived its queue timeout"
+    assert error.status() == "503"
+    assert "Request timeout expired" in error.message()
 
 
 def test_dynamic_batcher_never_merges_different_shapes(
