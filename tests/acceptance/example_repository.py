@@ -21,7 +21,7 @@ from repository import demo_models as dm
 
 ONNX_OPSET = 17
 ONNX_IR_VERSION = 8
-SHORT_IDLE_US = 500_000
+SHORT_IDLE_US = 1_000_000
 
 
 def _save_onnx(
@@ -216,7 +216,7 @@ def write_client_examples_repository(repo: Path) -> None:
 
 
 def write_sequence_repository(repo: Path) -> None:
-    """The sequence examples' models, and a simple_sequence copy with a 0.5 s idle time."""
+    """The sequence examples' models, and a simple_sequence copy with a 1 s idle time."""
     write_simple_sequence(repo)
     write_simple_dyna_sequence(repo)
     write_simple_sequence(repo, "simple_sequence_idle", idle_us=SHORT_IDLE_US)

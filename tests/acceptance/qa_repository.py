@@ -21,7 +21,7 @@ from tritonclient.grpc import model_config_pb2 as mc
 
 from repository import demo_models as dm
 
-BATCHER_DELAY_US = 1_000_000
+BATCHER_DELAY_US = 2_000_000
 QUEUE_TIMEOUT_US = 1_000_000
 
 OPTIONAL_IDENTITY = textwrap.dedent('''\

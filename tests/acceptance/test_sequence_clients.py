@@ -275,7 +275,7 @@ def test_idle_sequence_is_released_and_needs_a_new_start(
 
     assert send(0, start=True) == 1
     assert send(5) == 5
-    time.sleep(SHORT_IDLE_US / 1e6 * 3)
+    time.sleep(SHORT_IDLE_US / 1e6 * 2.5)
     with pytest.raises(InferenceServerException) as caught:
         send(7)
     assert "must specify the START flag on the first request of the sequence" in (
