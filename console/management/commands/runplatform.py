@@ -62,6 +62,9 @@ class Command(BaseCommand):
         }
 
     def _run_until_interrupted(self, commands: dict[str, list[str]]) -> None:
+        # NOTE: the children run in their own sessions (so a Ctrl-C reaches them once, from us);
+        # a SIGTERM to this process must therefore stop them too, not orphan them.
+        signal.signal(signal.SIGTERM, _interrupt)
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         processes = {
             name: subprocess.Popen(
@@ -88,6 +91,10 @@ class Command(BaseCommand):
             self.stdout.write("stopping the platform")
         finally:
             _stop_all(processes)
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 def _relay_output(name: str, stream: IO[bytes]) -> None:
