@@ -1,0 +1,73 @@
+"""`make run`'s command: the whole platform on the embedded default, demo models served, and
+everything it started stops with it."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import psutil
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+pytestmark = pytest.mark.embedded
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _status(url: str) -> int:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as response:
+            return int(response.status)
+    except urllib.error.HTTPError as exc:
+        return int(exc.code)
+    except OSError:
+        return 0
+
+
+def test_runplatform_serves_the_demo_models_and_stops_everything_on_sigterm(
+    tmp_path: Path,
+) -> None:
+    ports = {name: _free_port() for name in ("console", "http", "grpc", "metrics")}
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
+    env.update(DJANGO_SETTINGS_MODULE="console.settings.local", PORTICO_VAR_DIR=str(tmp_path),
+               PORTICO_ADMIN_PASSWORD="demo-password-1")  # fmt: skip
+    command = [
+        sys.executable, str(ROOT / "manage.py"), "runplatform",
+        "--console-port", str(ports["console"]), "--http-port", str(ports["http"]),
+        "--grpc-port", str(ports["grpc"]), "--metrics-port", str(ports["metrics"]),
+    ]  # fmt: skip
+    log_path = tmp_path / "platform.log"
+    with log_path.open("wb") as log:
+        platform = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log,
+                                    stderr=subprocess.STDOUT)  # fmt: skip
+    try:
+        serving = f"http://127.0.0.1:{ports['http']}"
+        deadline = time.monotonic() + 240
+        while _status(f"{serving}/v2/models/pipeline/ready") != 200:
+            assert platform.poll() is None, log_path.read_text()
+            assert time.monotonic() < deadline, "the demo pipeline never became ready"
+            time.sleep(0.5)
+        for model in ("mlp", "preprocess"):
+            assert _status(f"{serving}/v2/models/{model}/ready") == 200
+        assert _status(f"http://127.0.0.1:{ports['console']}/login/") == 200
+        assert _status(f"http://127.0.0.1:{ports['metrics']}/metrics") == 200
+        children = psutil.Process(platform.pid).children(recursive=True)
+        assert len(children) >= 3
+    finally:
+        platform.send_signal(signal.SIGTERM)
+        platform.wait(timeout=60)
+    gone, alive = psutil.wait_procs(children, timeout=30)
+    assert alive == [], alive
