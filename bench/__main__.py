@@ -46,12 +46,14 @@ def protocol_suite(*, quick: bool) -> None:
         model_file = repo / "identity" / "1" / "model.onnx"
         raw = raw_onnx.measure(model_file, batch_size=1, seconds=2 if quick else 5)
         rows = []
+        results: list[perf_analyzer.LoadResult] = []
         with serving(repo) as addresses:
             for protocol in ("http", "grpc"):
                 result = perf_analyzer.run_load(
                     model="identity", protocol=protocol, url=addresses[protocol], concurrency=1,
                     shape="INPUT0:16", measurement_ms=2000 if quick else 5000,
                 )
+                results.append(result)
                 rows.append([
                     protocol.upper(), f"{result.p50_us:.0f}", f"{result.p99_us:.0f}",
                     f"{result.throughput_per_s:.0f}{report.mark(result)}", f"{raw.p50_us:.0f}",
@@ -65,7 +67,7 @@ def protocol_suite(*, quick: bool) -> None:
              "raw ORT p50 µs", "served ÷ raw ORT throughput"],
             rows,
         ),
-        report.UNSTABLE_NOTE,
+        report.unstable_note(results),
         "Reproduce: `PERF_ANALYZER=/path/to/perf_analyzer python -m bench protocol`",
     ])
     report.write_section("protocol", body)
@@ -83,12 +85,15 @@ def batching_suite(*, quick: bool) -> None:
     """MLP 256→1024→1024→16 with batch-1 requests, batching off vs queue delays, HTTP and gRPC."""
     demo_models = _demo_models()
     concurrencies = (1, 32) if quick else (1, 8, 32, 64)
+    seconds = 2 if quick else 5
     rows = []
+    results: list[perf_analyzer.LoadResult] = []
     mean_batches: list[float] = []
     with tempfile.TemporaryDirectory() as folder:
         repo = Path(folder)
         demo_models.write_onnx_mlp(repo, name="mlp", max_batch_size=64)
         model_file = repo / "mlp" / "1" / "model.onnx"
+        raw_1 = raw_onnx.measure(model_file, batch_size=1, seconds=seconds)
         for label, batching in BATCHING_VARIANTS.items():
             (repo / "mlp" / "config.pbtxt").write_text(
                 MLP_CONFIG.format(instances=1, batching=batching)
@@ -96,52 +101,60 @@ def batching_suite(*, quick: bool) -> None:
             with serving(repo) as addresses:
                 for protocol in ("http", "grpc"):
                     for concurrency in concurrencies:
+                        before = _batch_counts(addresses["http"])
                         result = perf_analyzer.run_load(
                             model="mlp", protocol=protocol, url=addresses[protocol],
                             concurrency=concurrency, measurement_ms=2000 if quick else 4000,
                         )
+                        mean_batch = _mean_batch(before, _batch_counts(addresses["http"]))
+                        mean_batches.append(mean_batch)
+                        results.append(result)
                         rows.append([
                             label, protocol.upper(), str(concurrency),
                             f"{result.throughput_per_s:.0f}{report.mark(result)}",
                             f"{result.p50_us / 1000:.2f}",
                             f"{result.p95_us / 1000:.2f}", f"{result.p99_us / 1000:.2f}",
-                            f"{result.queue_us:.0f}",
+                            f"{result.queue_us:.0f}", f"{mean_batch:.1f}",
+                            f"{result.throughput_per_s / raw_1.inferences_per_s:.2f}",
                         ])
-                mean_batches.append(_mean_batch_size(addresses["http"]))
-        raw_1 = raw_onnx.measure(model_file, batch_size=1, seconds=2 if quick else 5)
         formed = max(1, round(max(mean_batches)))
-        raw_formed = raw_onnx.measure(model_file, batch_size=formed, seconds=2 if quick else 5)
+        raw_formed = raw_onnx.measure(model_file, batch_size=formed, seconds=seconds)
     body = "\n\n".join([
         "### Dynamic batching: MLP 256→1024→1024→16 FP32, batch-1 requests",
         report.machine_line(),
         report.table(
             ["batching", "protocol", "concurrency", "infer/s", "p50 ms", "p95 ms", "p99 ms",
-             "mean queue µs"],
+             "mean queue µs", "mean batch", "÷ raw ORT batch 1"],
             rows,
         ),
         report.table(
-            ["raw ONNX Runtime, in-process", "infer/s", "p50 µs"],
+            ["raw ONNX Runtime, in-process, one calling thread", "infer/s", "p50 µs"],
             [
                 ["batch 1", f"{raw_1.inferences_per_s:.0f}", f"{raw_1.p50_us:.0f}"],
                 [f"batch {formed} (largest mean batch the server formed)",
                  f"{raw_formed.inferences_per_s:.0f}", f"{raw_formed.p50_us:.0f}"],
             ],
         ),
-        report.UNSTABLE_NOTE,
+        report.unstable_note(results),
         "Reproduce: `PERF_ANALYZER=/path/to/perf_analyzer python -m bench batching`",
     ])
     report.write_section("batching", body)
 
 
-def _mean_batch_size(http_address: str) -> float:
+def _batch_counts(http_address: str) -> tuple[int, int]:
+    """(inferences, executions) of the mlp model so far, from the statistics extension."""
     import urllib.request
 
     import orjson
 
     with urllib.request.urlopen(f"http://{http_address}/v2/models/mlp/stats", timeout=5) as reply:
         stats = orjson.loads(reply.read())["model_stats"][0]
-    executions = stats["execution_count"]
-    return stats["inference_count"] / executions if executions else 1.0
+    return int(stats["inference_count"]), int(stats["execution_count"])
+
+
+def _mean_batch(before: tuple[int, int], after: tuple[int, int]) -> float:
+    executions = after[1] - before[1]
+    return (after[0] - before[0]) / executions if executions else 1.0
 
 
 SUITES = {"protocol": protocol_suite, "batching": batching_suite}

@@ -34,6 +34,11 @@ UNSTABLE_NOTE = (
 )
 
 
+def unstable_note(results: list[object]) -> str:
+    """The footnote for '†', where some figure carries it."""
+    return UNSTABLE_NOTE if any(mark(result) for result in results) else ""
+
+
 def mark(result: object) -> str:
     """'†' after a figure whose measurement did not stabilise."""
     return "" if getattr(result, "stable", True) else " †"
