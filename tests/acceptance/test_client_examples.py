@@ -45,20 +45,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
         yield running
 
 
-@pytest.fixture
-def http(server: ServerProcess) -> Iterator[httpclient.InferenceServerClient]:
-    client = httpclient.InferenceServerClient(url=server.http, concurrency=4)
-    yield client
-    client.close()
-
-
-@pytest.fixture
-def grpc(server: ServerProcess) -> Iterator[grpcclient.InferenceServerClient]:
-    client = grpcclient.InferenceServerClient(url=server.grpc)
-    yield client
-    client.close()
-
-
 def _http_inputs(
     input0: np.ndarray[Any, Any], input1: np.ndarray[Any, Any], *, binary0: bool, binary1: bool
 ) -> list[httpclient.InferInput]:

@@ -30,20 +30,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
         yield running
 
 
-@pytest.fixture
-def http(server: ServerProcess) -> Iterator[httpclient.InferenceServerClient]:
-    client = httpclient.InferenceServerClient(url=server.http)
-    yield client
-    client.close()
-
-
-@pytest.fixture
-def grpc(server: ServerProcess) -> Iterator[grpcclient.InferenceServerClient]:
-    client = grpcclient.InferenceServerClient(url=server.grpc)
-    yield client
-    client.close()
-
-
 def test_ensemble_is_ready_with_ensemble_platform(http: httpclient.InferenceServerClient) -> None:
     assert http.is_model_ready(ENSEMBLE)
     assert http.get_model_metadata(ENSEMBLE)["platform"] == "ensemble"

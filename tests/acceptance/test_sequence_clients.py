@@ -41,20 +41,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
         yield running
 
 
-@pytest.fixture
-def http(server: ServerProcess) -> Iterator[httpclient.InferenceServerClient]:
-    client = httpclient.InferenceServerClient(url=server.http)
-    yield client
-    client.close()
-
-
-@pytest.fixture
-def grpc(server: ServerProcess) -> Iterator[grpcclient.InferenceServerClient]:
-    client = grpcclient.InferenceServerClient(url=server.grpc)
-    yield client
-    client.close()
-
-
 def _sequences(offset: int) -> list[tuple[int | str, list[int], int]]:
     """(sequence id, values sent, first value) of the examples' two integer sequences."""
     negated = [-v for v in SEQUENCE_VALUES]

@@ -36,20 +36,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
         yield running
 
 
-@pytest.fixture
-def http(server: ServerProcess) -> Iterator[httpclient.InferenceServerClient]:
-    client = httpclient.InferenceServerClient(url=server.http, concurrency=8)
-    yield client
-    client.close()
-
-
-@pytest.fixture
-def grpc(server: ServerProcess) -> Iterator[grpcclient.InferenceServerClient]:
-    client = grpcclient.InferenceServerClient(url=server.grpc)
-    yield client
-    client.close()
-
-
 class RawResponse:
     """Status, headers and body of one plain HTTP exchange."""
 
