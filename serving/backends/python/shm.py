@@ -19,39 +19,21 @@ from typing import Any
 
 import numpy as np
 
+from serving.core.datatypes import NUMPY_BY_WIRE
+
 TensorDesc = tuple[str, str, tuple[int, ...], int, int]  # name, datatype, shape, offset, nbytes
 
 _ALIGN_BYTES = 64
 _MIN_REGION_BYTES = 1 << 20
 _SHM_DIR = Path("/dev/shm")
 
-_NUMPY_BY_WIRE = {
-    "BOOL": "bool",
-    "UINT8": "uint8",
-    "UINT16": "uint16",
-    "UINT32": "uint32",
-    "UINT64": "uint64",
-    "INT8": "int8",
-    "INT16": "int16",
-    "INT32": "int32",
-    "INT64": "int64",
-    "FP16": "float16",
-    "FP32": "float32",
-    "FP64": "float64",
-}
-
 
 def numpy_dtype(datatype: str) -> np.dtype[Any]:
-    if datatype == "BF16":
-        from ml_dtypes import bfloat16
-
-        return np.dtype(bfloat16)  # type: ignore[no-any-return]
-    if datatype == "BYTES":
-        return np.dtype(object)
-    return np.dtype(_NUMPY_BY_WIRE[datatype])
+    """The dtype of a tensor descriptor's datatype (one this module wrote itself)."""
+    return NUMPY_BY_WIRE[datatype]
 
 
-_WIRE_BY_NUMPY = {np.dtype(name): wire for wire, name in _NUMPY_BY_WIRE.items()}
+_WIRE_BY_NUMPY = {dtype: wire for wire, dtype in NUMPY_BY_WIRE.items() if wire != "BYTES"}
 
 
 def wire_datatype(array: np.ndarray[Any, Any]) -> str:
