@@ -5,7 +5,7 @@ result per request, in the same order: an ``InferResponse`` or the ``ServingErro
 failed with (one request's error does not fail its neighbours). A length mismatch is a contract
 error raised by ``execute_checked``. Instances run in threads (their runtimes release the GIL)
 or front a child process (the Python backend); either way ``execute`` is a blocking call that
-schedulers make off the event loop.
+schedulers make off the event loop, unless the instance allows a cheap run on the loop itself.
 """
 
 from __future__ import annotations
@@ -62,6 +62,12 @@ class ModelInstance(abc.ABC):
     def is_healthy(self) -> bool:
         """False when the instance can no longer execute (e.g. its process died)."""
         return True
+
+    def can_run_inline(self) -> bool:
+        """True when a cheap ``execute`` may run on the event loop itself (see
+        ``serving.schedulers.inline``): an in-process CPU runtime whose run time follows its
+        inputs. False for anything that waits on a device, a process or a timeout."""
+        return False
 
     def artifact_io(self) -> tuple[list[TensorInfo], list[TensorInfo]] | None:
         """The inputs and outputs the loaded artifact declares; None when it cannot tell."""

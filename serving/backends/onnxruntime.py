@@ -47,6 +47,7 @@ class OnnxRuntimeInstance(ModelInstance):
     _session: ort.InferenceSession | None = None
     _string_inputs: frozenset[str] = frozenset()
     _string_outputs: frozenset[str] = frozenset()
+    _cpu_only = False
 
     def load(self) -> None:
         path = model_file(self.spec, "model.onnx")
@@ -67,12 +68,17 @@ class OnnxRuntimeInstance(ModelInstance):
         self._string_outputs = frozenset(
             o.name for o in self._session.get_outputs() if o.type == "tensor(string)"
         )
+        self._cpu_only = self._session.get_providers() == ["CPUExecutionProvider"]
         self._executor = BatchExecutor(
             self.spec.config, model_version=self.spec.version, run=self._run
         )
 
     def execute(self, requests: Sequence[InferRequest]) -> list[ExecuteResult]:
         return self._executor(requests)
+
+    def can_run_inline(self) -> bool:
+        # A GPU session waits on the device; only the CPU provider's cost follows the inputs.
+        return self._cpu_only
 
     def unload(self) -> None:
         self._session = None

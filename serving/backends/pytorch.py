@@ -76,6 +76,11 @@ class TorchScriptInstance(ModelInstance):
         with self._lock:
             return self._executor(requests)
 
+    def can_run_inline(self) -> bool:
+        # A CUDA module waits on the device; only CPU runs have a cost that follows the inputs.
+        device = getattr(self, "_device", None)
+        return device is not None and device.type == "cpu"
+
     def unload(self) -> None:
         self._module = None
 

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from serving.backends.base import ModelInstance
 from serving.core.model_spec import ModelSpec
 from serving.core.statistics import ModelStatistics
+from serving.core.types import InferRequest, InferResponse
 from serving.schedulers.pending import Pending
 from serving.schedulers.queued import QueuedScheduler
 
@@ -15,7 +16,8 @@ from serving.schedulers.queued import QueuedScheduler
 class DefaultScheduler(QueuedScheduler):
     """Every instance takes the oldest queued request when it frees up (PROTOCOL.md §5.5).
 
-    ``priority`` and ``timeout`` have no effect here, as in Triton.
+    ``priority`` and ``timeout`` have no effect here, as in Triton. A cheap request that finds the
+    queue empty and an instance idle runs at once, without the queue (``_run_now``).
     """
 
     def __init__(
@@ -27,6 +29,12 @@ class DefaultScheduler(QueuedScheduler):
     ) -> None:
         super().__init__(spec=spec, instances=instances, statistics=statistics)
         self._queue: deque[Pending] = deque()
+
+    async def infer(self, request: InferRequest) -> InferResponse:
+        response = self._run_now(request)
+        if response is not None:
+            return response
+        return await super().infer(request)
 
     @property
     def queue_depth(self) -> int:

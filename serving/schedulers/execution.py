@@ -2,7 +2,8 @@
 
 Every scheduler sends blocking ``execute_checked`` calls through ``BatchExecutor.run``; nothing
 else in the schedulers touches threads. The pool has one thread per instance, because an instance
-executes one batch at a time and more threads would only queue behind it.
+executes one batch at a time and more threads would only queue behind it. Cheap runs skip the hop
+and run on the loop (``serving.schedulers.inline``).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from serving.backends.base import ExecuteResult, ModelInstance
 from serving.core.statistics import ModelStatistics
 from serving.core.types import InferRequest, InferResponse
 from serving.errors import InternalError, ServingError
+from serving.schedulers.inline import DEFAULT_BUDGET_US, InlineEstimate
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -25,7 +27,7 @@ class BatchTiming:
 
     The backend contract is one opaque ``execute`` call, so the phases are measured around it:
     ``compute_input`` is the hand-off until the thread starts, ``compute_infer`` the call itself and
-    ``compute_output`` the hand-back to the event loop.
+    ``compute_output`` the hand-back to the event loop (both about zero for a run on the loop).
     """
 
     start_ns: int
@@ -53,13 +55,25 @@ class BatchExecutor:
     """A thread pool sized to the instances, and the helper that times and records one execution."""
 
     def __init__(
-        self, *, model_name: str, instance_count: int, statistics: ModelStatistics
+        self,
+        *,
+        model_name: str,
+        max_batch_size: int,
+        instance_count: int,
+        statistics: ModelStatistics,
+        inline_budget_us: int = DEFAULT_BUDGET_US,
     ) -> None:
         self.model_name = model_name
+        self.max_batch_size = max_batch_size
         self.statistics = statistics
+        self._inline = InlineEstimate(budget_us=inline_budget_us)
         self._pool = ThreadPoolExecutor(
             max_workers=max(1, instance_count), thread_name_prefix=f"exec-{model_name}"
         )
+
+    def runs_inline(self, instance: ModelInstance, requests: Sequence[InferRequest]) -> bool:
+        """Whether this batch would run on the loop itself (``serving.schedulers.inline``)."""
+        return instance.can_run_inline() and self._inline.should_inline(requests)
 
     async def run(
         self,
@@ -70,28 +84,70 @@ class BatchExecutor:
         release_reason: str = "",
         padding: frozenset[int] = frozenset(),
     ) -> tuple[list[ExecuteResult], BatchTiming]:
-        """Execute one batch off the loop; a whole-batch exception becomes every request's error.
+        """Execute one batch (off the loop unless it is cheap); a whole-batch exception becomes
+        every request's error.
 
         ``padding``: positions of filler requests (sequence batcher), not counted as inferences.
         """
+        if self.runs_inline(instance, requests):
+            return self._run_here(instance, requests, batch_size, release_reason, padding)
         start = time.monotonic_ns()
         loop = asyncio.get_running_loop()
         try:
-            results, began, ended = await loop.run_in_executor(
-                self._pool, _timed_execute, instance, requests
-            )
+            outcome = await loop.run_in_executor(self._pool, _timed_execute, instance, requests)
         except Exception as exc:  # noqa: BLE001 - fanned out to every request of the batch
-            error = as_serving_error(exc, model_name=self.model_name)
-            now = time.monotonic_ns()
-            return [error] * len(requests), BatchTiming(start, 0, now - start, 0)
-        done = time.monotonic_ns()
-        timing = BatchTiming(start, began - start, ended - began, done - ended)
-        max_batch_size = self._max_batch_size(instance)
-        succeeded = sum(
-            r.batch_size(max_batch_size)
-            for position, (r, res) in enumerate(zip(requests, results, strict=True))
-            if isinstance(res, InferResponse) and position not in padding
-        )
+            return self._failed(exc, start, len(requests))
+        return self._record(requests, start, outcome, batch_size, release_reason, padding)
+
+    def run_inline(
+        self, instance: ModelInstance, requests: Sequence[InferRequest], *, batch_size: int
+    ) -> tuple[list[ExecuteResult], BatchTiming]:
+        """``run`` on the calling (loop) thread, for requests ``runs_inline`` accepted."""
+        return self._run_here(instance, requests, batch_size, "", frozenset())
+
+    def _run_here(
+        self,
+        instance: ModelInstance,
+        requests: Sequence[InferRequest],
+        batch_size: int,
+        release_reason: str,
+        padding: frozenset[int],
+    ) -> tuple[list[ExecuteResult], BatchTiming]:
+        start = time.monotonic_ns()
+        try:
+            outcome = _timed_execute(instance, requests)
+        except Exception as exc:  # noqa: BLE001 - fanned out to every request of the batch
+            return self._failed(exc, start, len(requests))
+        return self._record(requests, start, outcome, batch_size, release_reason, padding)
+
+    def _failed(
+        self, exc: Exception, start: int, count: int
+    ) -> tuple[list[ExecuteResult], BatchTiming]:
+        error = as_serving_error(exc, model_name=self.model_name)
+        return [error] * count, BatchTiming(start, 0, time.monotonic_ns() - start, 0)
+
+    def _record(
+        self,
+        requests: Sequence[InferRequest],
+        start: int,
+        outcome: tuple[list[ExecuteResult], int, int],
+        batch_size: int,
+        release_reason: str,
+        padding: frozenset[int],
+    ) -> tuple[list[ExecuteResult], BatchTiming]:
+        """Time and count one finished execution; ``outcome`` is ``_timed_execute``'s."""
+        results, began, ended = outcome
+        timing = BatchTiming(start, began - start, ended - began, time.monotonic_ns() - ended)
+        self._inline.observe(timing.compute_infer_ns)
+        if len(requests) == 1 and not padding:  # the common case, kept short
+            ok = isinstance(results[0], InferResponse)
+            succeeded = requests[0].batch_size(self.max_batch_size) if ok else 0
+        else:
+            succeeded = sum(
+                r.batch_size(self.max_batch_size)
+                for position, (r, res) in enumerate(zip(requests, results, strict=True))
+                if isinstance(res, InferResponse) and position not in padding
+            )
         self.statistics.record_execution(
             batch_size=batch_size,
             compute_input_ns=timing.compute_input_ns,
@@ -101,10 +157,6 @@ class BatchExecutor:
             inference_count=succeeded,
         )
         return results, timing
-
-    @staticmethod
-    def _max_batch_size(instance: ModelInstance) -> int:
-        return int(instance.spec.config.max_batch_size)
 
     def shutdown(self) -> None:
         # NOTE: a thread stuck in a backend cannot be interrupted; it is left to finish on its own.

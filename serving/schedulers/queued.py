@@ -22,6 +22,7 @@ from serving.core.types import InferRequest, InferResponse
 from serving.errors import InternalError, ServingError, UnavailableError
 from serving.schedulers.base import Scheduler
 from serving.schedulers.execution import BatchExecutor, BatchTiming
+from serving.schedulers.inline import configured_budget_us
 from serving.schedulers.pending import Pending
 
 logger = logging.getLogger("serving.schedulers")
@@ -61,7 +62,11 @@ class QueuedScheduler(Scheduler, abc.ABC):
         self.max_batch_size = int(spec.config.max_batch_size)
         self._preserve_ordering = preserve_ordering
         self._executor = BatchExecutor(
-            model_name=spec.name, instance_count=len(self.instances), statistics=statistics
+            model_name=spec.name,
+            max_batch_size=self.max_batch_size,
+            instance_count=len(self.instances),
+            statistics=statistics,
+            inline_budget_us=configured_budget_us(spec.config),
         )
         self._workers: list[asyncio.Task[None]] = []
         self._accepting = False
@@ -69,6 +74,7 @@ class QueuedScheduler(Scheduler, abc.ABC):
         self._order = 0
         self._ordered: deque[Pending] = deque()
         self._executing: set[Pending] = set()
+        self._busy = [False] * len(self.instances)  # instance index -> executing a batch now
         self._idle: asyncio.Event | None = None
         self._wakeup: asyncio.Event | None = None
 
@@ -137,7 +143,7 @@ class QueuedScheduler(Scheduler, abc.ABC):
 
     # -- admission, delivery, cancellation --------------------------------------------------
 
-    def _admit(self, request: InferRequest) -> Pending:
+    def _admit(self, request: InferRequest, *, queue: bool = True) -> Pending:
         loop = asyncio.get_running_loop()
         pending = Pending(
             request=request,
@@ -146,7 +152,8 @@ class QueuedScheduler(Scheduler, abc.ABC):
             batch_size=request.batch_size(self.max_batch_size),
         )
         try:
-            self._enqueue(pending)
+            if queue:
+                self._enqueue(pending)
         except ServingError as exc:
             # Refused before queueing (queue full, bad sequence id): counted, nothing to undo.
             reason = "REJECTED" if isinstance(exc, UnavailableError) else "OTHER"
@@ -160,9 +167,38 @@ class QueuedScheduler(Scheduler, abc.ABC):
             self._ordered.append(pending)
         assert self._idle is not None and self._wakeup is not None
         self._idle.clear()
-        self._update_pending_count()
-        self._wakeup.set()
+        if queue:
+            self._update_pending_count()
+            self._wakeup.set()
         return pending
+
+    def _run_now(self, request: InferRequest) -> InferResponse | None:
+        """Run a request at once, on the loop, when nothing is queued, an instance is idle and
+        its run is cheap enough to stay on the loop; None when it must queue.
+
+        This skips the hand-offs to a worker task and back, which at low load cost more than a
+        small model's run. Nothing can overtake: the queue is empty and the whole call is
+        synchronous, so no other request runs on the loop meanwhile.
+        """
+        if not self._accepting or self.queue_depth:
+            return None
+        requests = (request,)
+        for index, instance in enumerate(self.instances):
+            if not self._busy[index] and self._executor.runs_inline(instance, requests):
+                break
+        else:
+            return None
+        pending = self._admit(request, queue=False)
+        pending.queued = False
+        self._busy[index] = True
+        try:
+            results, timing = self._executor.run_inline(
+                instance, requests, batch_size=pending.batch_size
+            )
+            self._deliver([pending], results, timing)
+        finally:
+            self._busy[index] = False
+        return pending.future.result()
 
     def _update_pending_count(self) -> None:
         self.statistics.pending_request_count = self.queue_depth
@@ -227,6 +263,7 @@ class QueuedScheduler(Scheduler, abc.ABC):
                 pending.queued = False
                 pending.cancel_timer()
             self._update_pending_count()
+            self._busy[index] = True
             try:
                 await self._execute(instance, batch, reason)
             except Exception as exc:  # noqa: BLE001 - a scheduler bug must not kill the worker
@@ -236,6 +273,8 @@ class QueuedScheduler(Scheduler, abc.ABC):
                 self._batch_abandoned(batch, error)
                 for pending in batch:
                     self._finish(pending, error, reason="OTHER")
+            finally:
+                self._busy[index] = False
 
     def _batch_abandoned(self, batch: list[Pending], error: InternalError) -> None:
         """A batch taken from the queue will not run; subclasses release what it held."""

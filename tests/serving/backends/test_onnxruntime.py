@@ -192,6 +192,7 @@ def test_artifact_io_reports_the_models_real_tensors(tmp_path: Path) -> None:
 def test_cpu_session_uses_the_placements_thread_count(tmp_path: Path) -> None:
     instance = _loaded(demo_models.write_onnx_identity(tmp_path))
     assert instance.providers == ["CPUExecutionProvider"]
+    assert instance.can_run_inline()  # a CPU session's cheap runs may stay on the loop
     instance.unload()
     with pytest.raises(UnavailableError, match="not loaded"):
         instance.artifact_io()
@@ -209,6 +210,7 @@ def test_gpu_placement_uses_the_cuda_provider(tmp_path: Path) -> None:
     instance = OnnxRuntimeInstance(spec_for(demo_models.write_onnx_identity(tmp_path)), gpu)
     instance.load()
     assert instance.providers[0] == "CUDAExecutionProvider"
+    assert not instance.can_run_inline()  # a device run always leaves the loop
     data = np.ones((2, 3), np.float32)
     (result,) = instance.execute_checked(
         [InferRequest(model_name="identity", inputs={"INPUT0": data})]

@@ -33,7 +33,9 @@ def _request(batch: int, value: float, **kwargs: object) -> InferRequest:
 
 def test_inputs_by_index_outputs_in_order_and_batches_split(add_sub_dir: Path) -> None:
     instance = TorchScriptInstance(spec_for(add_sub_dir), CPU)
+    assert not instance.can_run_inline()  # nothing is known before the module is loaded
     instance.load()
+    assert instance.can_run_inline()
     results = instance.execute_checked([_request(1, 5.0), _request(2, 7.0)])
     first, second = results
     assert isinstance(first, InferResponse) and isinstance(second, InferResponse)
@@ -80,5 +82,6 @@ def test_gpu_placement_runs_on_cuda(add_sub_dir: Path) -> None:
     gpu = InstancePlacement(name="t_0", kind="KIND_GPU", device_id=0)
     instance = TorchScriptInstance(spec_for(add_sub_dir), gpu)
     instance.load()
+    assert not instance.can_run_inline()
     (result,) = instance.execute_checked([_request(2, 3.0)])
     assert isinstance(result, InferResponse) and result.outputs["OUTPUT__0"][0, 0] == 4.0
