@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from serving.backends.base import ModelInstance
 from serving.core.model_spec import ModelSpec
+from serving.core.types import InferRequest, InferResponse
 from serving.errors import InvalidArgumentError, ServingError
 from serving.schedulers.base import Scheduler
 from serving.settings import ServingSettings
@@ -24,6 +25,15 @@ logger = logging.getLogger("serving.core")
 InstanceFactory = Callable[[ModelSpec], list[ModelInstance]]
 SchedulerFactory = Callable[..., Scheduler]
 WarmupFn = Callable[[ModelSpec, list[ModelInstance]], None]
+# Runs a request on the server from an instance's thread, waiting at most that many seconds.
+InferHost = Callable[[InferRequest, float], InferResponse]
+
+
+@runtime_checkable
+class CallsOtherModels(Protocol):
+    """An instance whose model may send requests to other models (the Python backend's BLS)."""
+
+    infer_host: InferHost | None
 
 
 def unload_instances(instances: list[ModelInstance]) -> None:
@@ -41,7 +51,10 @@ def load_error(name: str, failed: list[tuple[LoadedVersion, str]]) -> ServingErr
     return InvalidArgumentError(f"failed to load '{name}', {detail}")
 
 
-def default_instance_factory(settings: ServingSettings) -> InstanceFactory:
+def default_instance_factory(
+    settings: ServingSettings, *, infer_host: InferHost | None = None
+) -> InstanceFactory:
+    """Instances from the backend table, loaded; ``infer_host`` reaches those that need it."""
     from serving.core.devices import gpu_count
 
     def create(spec: ModelSpec) -> list[ModelInstance]:
@@ -50,6 +63,9 @@ def default_instance_factory(settings: ServingSettings) -> InstanceFactory:
         instances = create_instances(
             spec, cpu_count=settings.effective_cpu_count, gpu_count=gpu_count(settings)
         )
+        for instance in instances:
+            if isinstance(instance, CallsOtherModels):
+                instance.infer_host = infer_host
         load_instances(instances)
         return instances
 

@@ -9,10 +9,11 @@ synchronous step on the loop, and the replaced version drains before it unloads.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import dataclasses
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, Protocol
 
 from serving.core.classification import classify
@@ -38,8 +39,10 @@ from serving.core.model_table import (
     ModelEntry,
 )
 from serving.core.signature import check_request
+from serving.core.streaming import ResponseStream, StreamItem
 from serving.core.types import InferRequest, InferResponse
 from serving.errors import (
+    InternalError,
     InvalidArgumentError,
     NotFoundError,
     ServingError,
@@ -102,7 +105,10 @@ class InferenceServer:
         self.on_demand: Callable[[str, int], Awaitable[bool]] | None = None
         self.started_at = time.time()
         self.shutting_down = False
-        self._instance_factory = instance_factory or default_instance_factory(settings)
+        self._instance_factory = instance_factory or default_instance_factory(
+            settings, infer_host=self.infer_from_thread
+        )
+        self._loop: asyncio.AbstractEventLoop | None = None  # known once a version loads
         self._scheduler_factory = scheduler_factory or default_scheduler_factory()
         self._warmup = warmup if warmup is not None else default_warmup()
 
@@ -198,6 +204,57 @@ class InferenceServer:
         if request.outputs is not None:
             return self._select_outputs(request, response, lv)
         return response
+
+    async def infer_stream(self, request: InferRequest) -> AsyncIterator[StreamItem]:
+        """Every response of one request, in order, each with whether it is the request's last.
+
+        A decoupled model sends any number of responses (an item of None carries only the final
+        flag); any other model answers once. A request that cannot start raises; a failure after
+        the model took the request (a failed execute, the model's error) is the final item.
+        """
+        try:
+            lv = self.resolve(request.model_name, request.model_version)
+        except (NotFoundError, UnavailableError):
+            lv = None  # ``infer`` loads on demand or raises Triton's error
+        if lv is None or not lv.signature.decoupled:
+            yield await self.infer(request), True
+            return
+        stream = ResponseStream()
+        request.responses = stream
+        lv.enter()  # NOTE: a version drains until its streams end, not only their executes
+        run = asyncio.ensure_future(self.infer(request))
+        run.add_done_callback(lambda task: _end_failed_stream(task, stream))
+        ended = False
+        try:
+            async for item in stream.items():
+                ended = item[1]
+                yield item
+        finally:
+            lv.leave()
+            if not ended:  # the client went away: a request still queued need not run
+                run.cancel()
+
+    def infer_from_thread(self, request: InferRequest, timeout_s: float) -> InferResponse:
+        """``infer`` for a caller on another thread (a Python model's BLS request).
+
+        Waits at most ``timeout_s`` and then cancels the request, so a model that calls itself
+        (or a cycle of models) fails that request instead of waiting forever.
+        """
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            raise UnavailableError("the server is not running")
+        future = asyncio.run_coroutine_threadsafe(self.infer(request), loop)
+        try:
+            return future.result(timeout_s)
+        except concurrent.futures.TimeoutError:
+            future.cancel()
+            raise UnavailableError(
+                f"request for model '{request.model_name}' timed out after {timeout_s:g} s"
+            ) from None
+        except concurrent.futures.CancelledError:
+            raise UnavailableError(
+                f"request for model '{request.model_name}' was cancelled"
+            ) from None
 
     def _loadable_on_demand(self, name: str, version: int | None) -> bool:
         """A named version the source may load now: never loaded, or unloaded on purpose (a
@@ -457,6 +514,7 @@ class InferenceServer:
         started = time.monotonic()
         if lv.reason:
             return lv.reason
+        self._loop = asyncio.get_running_loop()
         try:
             lv.instances = await run_blocking(self._instance_factory, lv.spec)
             if self._warmup is not None:
@@ -497,6 +555,18 @@ class InferenceServer:
         instances, lv.instances = lv.instances, []
         if instances:
             await run_blocking(unload_instances, instances)
+
+
+def _end_failed_stream(run: asyncio.Future[InferResponse], stream: ResponseStream) -> None:
+    """A streamed request that failed before or while executing ends with its error."""
+    if run.cancelled():
+        return
+    error = run.exception()
+    if error is None:
+        return  # executed: the model ends the stream itself with its final response
+    if not isinstance(error, ServingError):
+        error = InternalError(f"{type(error).__name__}: {error}")
+    stream.put(error, final=True)
 
 
 __all__ = [

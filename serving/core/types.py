@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from serving.core.streaming import ResponseStream
 
 
 @dataclasses.dataclass(slots=True)
@@ -45,6 +48,8 @@ class InferRequest:
     sequence_end: bool = False
     binary_data_output: bool = False
     arrival_ns: int = dataclasses.field(default_factory=time.monotonic_ns)
+    # Where a decoupled model's responses go (set by ``InferenceServer.infer_stream``).
+    responses: ResponseStream | None = None
 
     def batch_size(self, max_batch_size: int) -> int:
         """The request's batch size: shape[0] of any input when the model batches, else 1."""

@@ -6,12 +6,17 @@ the inputs into its shared memory region and sends the descriptors over a socket
 process (or an ``execute`` that runs past ``execute_timeout_s``) fails the in-flight requests with a
 clear error, makes ``is_healthy()`` false, and a monitor thread restarts the process and reports it
 (log, ``restart_count``, ``last_error``). Config ``parameters``: ``execute_timeout_s`` (default
-none) and ``initialize_timeout_s`` (default 300).
+none), ``initialize_timeout_s`` (default 300) and ``bls_timeout_s`` (default 300, ``bls.py``).
+
+The model may speak first: BLS requests (run on the server through the injected ``infer_host``)
+and, for a decoupled model, any number of responses per request, during ``execute`` or later from
+its own threads; those reach the request's ``ResponseStream`` until the model sends the final flag.
 """
 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import logging
 import os
@@ -32,16 +37,21 @@ import serving
 from serving.backends.artifacts import model_file
 from serving.backends.base import ExecuteResult, ModelInstance
 from serving.backends.python import shm
+from serving.backends.python.bls import DEFAULT_BLS_TIMEOUT_S, BlsBridge
+from serving.backends.python.channel import Tensors
 from serving.backends.python.config_json import config_to_dict
+from serving.backends.python.error_codes import ERROR_CODES
+from serving.backends.python.process import ModelProcess, ProcessGone
 from serving.backends.registry import parameter
 from serving.backends.tensors import RequestChecker
+from serving.core.loading import InferHost
 from serving.core.types import InferRequest, InferResponse
 from serving.errors import (
-    ErrorCode,
     InternalError,
     InvalidArgumentError,
     ServingError,
     UnavailableError,
+    UnsupportedError,
 )
 
 logger = logging.getLogger(__name__)
@@ -50,61 +60,7 @@ DEFAULT_INITIALIZE_TIMEOUT_S = 300.0
 FINALIZE_TIMEOUT_S = 10.0
 RESTART_BACKOFF_MAX_S = 10.0
 
-_TRITON_CODES = {
-    0: ErrorCode.UNKNOWN,
-    1: ErrorCode.INTERNAL,
-    2: ErrorCode.NOT_FOUND,
-    3: ErrorCode.INVALID_ARG,
-    4: ErrorCode.UNAVAILABLE,
-    5: ErrorCode.UNSUPPORTED,
-    6: ErrorCode.ALREADY_EXISTS,
-    7: ErrorCode.CANCELLED,
-}
-
-
-class _ChildGone(Exception):
-    """The model's process died or stopped answering."""
-
-
-class _Child:
-    """One running stub process and its end of the control socket."""
-
-    def __init__(self, process: subprocess.Popen[bytes], conn: Connection) -> None:
-        self.process = process
-        self.conn = conn
-        self.killed_for = ""
-
-    def request(self, message: tuple[str, Any], timeout_s: float | None) -> tuple[str, Any]:
-        try:
-            self.conn.send(message)
-            if not self.conn.poll(timeout_s):
-                self.kill(f"timed out after {timeout_s:g} s")
-                raise _ChildGone(self.killed_for)
-            reply: tuple[str, Any] = self.conn.recv()
-            return reply
-        except (EOFError, OSError) as error:
-            raise _ChildGone(self.exit_reason()) from error
-
-    def kill(self, why: str) -> None:
-        self.killed_for = why
-        if self.process.poll() is None:
-            self.process.kill()
-
-    def exit_reason(self) -> str:
-        if self.killed_for:
-            return self.killed_for
-        try:
-            code = self.process.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            self.kill("stopped answering")
-            return self.killed_for
-        return f"exited with signal {-code}" if code < 0 else f"exited with code {code}"
-
-    def close(self) -> None:
-        self.conn.close()
-        if self.process.poll() is None:
-            self.process.kill()
-        self.process.wait()
+_FINAL = 1  # TRITONSERVER_RESPONSE_COMPLETE_FINAL
 
 
 class PythonInstance(ModelInstance):
@@ -112,6 +68,7 @@ class PythonInstance(ModelInstance):
 
     restart_count = 0
     last_error = ""
+    infer_host: InferHost | None = None  # set by the server core before ``load``
 
     def load(self) -> None:
         self._prefix = f"portico_{os.getpid()}_{uuid.uuid4().hex[:8]}_"
@@ -123,10 +80,21 @@ class PythonInstance(ModelInstance):
         self._model_file = model_file(self.spec, "model.py")
         self._execute_timeout_s = _seconds(self, "execute_timeout_s", None)
         self._init_timeout_s = _seconds(self, "initialize_timeout_s", DEFAULT_INITIALIZE_TIMEOUT_S)
-        self._child: _Child | None = None
+        bls_timeout_s = _seconds(self, "bls_timeout_s", DEFAULT_BLS_TIMEOUT_S)
+        assert bls_timeout_s is not None
+        self._bls = BlsBridge(
+            model_name=self.spec.name, host=self.infer_host, timeout_s=bls_timeout_s
+        )
+        self._decoupled = self.spec.config.model_transaction_policy.decoupled
+        self._streams: dict[int, InferRequest] = {}  # open decoupled requests by stream id
+        self._streams_lock = threading.Lock()
+        self._stream_ids = itertools.count(1)
+        self._generations = itertools.count(1)
+        self._child: ModelProcess | None = None
         try:
             self._child = self._start()
         except BaseException:
+            self._bls.close()
             self._release_memory()
             raise
         self._healthy = True
@@ -144,6 +112,11 @@ class PythonInstance(ModelInstance):
         for index, request in enumerate(requests):
             try:
                 self._checker.check(request)
+                if self._decoupled and request.responses is None:
+                    raise UnsupportedError(
+                        f"model '{self.spec.name}' is decoupled: its responses can only be "
+                        f"streamed (gRPC ModelStreamInfer)"
+                    )
                 runnable.append(index)
             except ServingError as error:
                 results[index] = error
@@ -161,9 +134,11 @@ class PythonInstance(ModelInstance):
             child, self._child = self._child, None
             self._healthy = False
             if child is not None:
-                with contextlib.suppress(_ChildGone):
-                    child.request(("finalize", None), FINALIZE_TIMEOUT_S)
+                with contextlib.suppress(ProcessGone):
+                    child.request("finalize", None, FINALIZE_TIMEOUT_S)
                 child.close()
+            self._bls.close()
+            self._end_streams("was unloaded")
             self._release_memory()
 
     @property
@@ -184,8 +159,8 @@ class PythonInstance(ModelInstance):
             if self._child is None:
                 return False
             try:
-                kind, value = self._child.request(("is_ready", None), 5.0)
-            except _ChildGone:
+                kind, value = self._child.request("is_ready", None, 5.0)
+            except ProcessGone:
                 return False
         return kind == "is_ready" and value is True
 
@@ -197,16 +172,19 @@ class PythonInstance(ModelInstance):
             if child is None or not self._healthy:
                 return [self._unavailable("is restarting after a failure")] * len(batch)
             try:
-                message = self._execute_message(batch)
+                kind, payload = self._execute_message(batch)
             except ServingError as error:
                 return [error] * len(batch)
+            streams = self._open_streams(batch, payload)
             try:
-                kind, payload = child.request(message, self._execute_timeout_s)
-            except _ChildGone as gone:
+                kind, payload = child.request(kind, payload, self._execute_timeout_s)
+            except ProcessGone as gone:
                 self._healthy = False
                 self.last_error = f"process {gone}"
+                self._close_streams(streams)
                 return [self._crashed(str(gone))] * len(batch)
         if kind == "execute_error":
+            self._close_streams(streams)
             failure = InternalError(
                 f"Failed to process the request(s) for model instance "
                 f"'{self.placement.name}', message: {payload}"
@@ -215,6 +193,7 @@ class PythonInstance(ModelInstance):
         try:
             return self._results(batch, payload)
         except Exception as error:  # noqa: BLE001 - a garbled reply fails this call only
+            self._close_streams(streams)
             return [InternalError(f"python model '{self.spec.name}': {error}")] * len(batch)
 
     def _execute_message(self, batch: list[InferRequest]) -> tuple[str, Any]:
@@ -244,11 +223,12 @@ class PythonInstance(ModelInstance):
         return ("execute", {"region": self._inputs.name, "requests": requests})
 
     def _results(self, batch: list[InferRequest], payload: dict[str, Any]) -> list[ExecuteResult]:
+        if payload["responses"] is None:  # decoupled: the responses come through the streams
+            return [self._response(request, {}, {}) for request in batch]
         results: list[ExecuteResult] = []
         for request, item in zip(batch, payload["responses"], strict=True):
             if item["error"] is not None:
-                code, message = item["error"]
-                results.append(ServingError(message, code=_TRITON_CODES.get(code)))
+                results.append(_model_error(item["error"]))
                 continue
             outputs = self._outputs.read(payload["region"], item["outputs"])
             results.append(self._response(request, outputs, item["parameters"]))
@@ -268,6 +248,61 @@ class PythonInstance(ModelInstance):
             parameters=parameters,
         )
 
+    # ------------------------------------------------------------------ the model speaking first
+
+    def _open_streams(self, batch: list[InferRequest], message: dict[str, Any]) -> list[int]:
+        """Give each streamed request of the batch an id the model's sender answers to."""
+        if not self._decoupled:
+            return []
+        ids = []
+        with self._streams_lock:
+            for request, desc in zip(batch, message["requests"], strict=True):
+                ids.append(next(self._stream_ids))
+                self._streams[ids[-1]] = request
+                desc["stream"] = ids[-1]
+        return ids
+
+    def _close_streams(self, ids: list[int]) -> None:
+        """Forget streams whose execute failed (the server core ends them with that error)."""
+        with self._streams_lock:
+            for stream in ids:
+                self._streams.pop(stream, None)
+
+    def _end_streams(self, why: str) -> None:
+        """End every open stream with an error: the process that would answer them is gone."""
+        with self._streams_lock:
+            requests = list(self._streams.values())
+            self._streams.clear()
+        for request in requests:
+            if request.responses is not None:
+                request.responses.put(self._unavailable(why), final=True)
+
+    def _model_message(
+        self, child: ModelProcess, kind: str, payload: dict[str, Any], tensors: Tensors
+    ) -> None:
+        """A message the model sent on its own (on the channel's reader thread)."""
+        if kind == "bls":
+            self._bls.submit(child.channel, payload, tensors)
+        elif kind == "response":
+            self._stream_response(payload, tensors)
+        else:
+            logger.warning("python model '%s' sent an unknown message '%s'", self.spec.name, kind)
+
+    def _stream_response(self, payload: dict[str, Any], tensors: Tensors) -> None:
+        final = bool(payload["flags"] & _FINAL)
+        with self._streams_lock:
+            stream = payload["stream"]
+            request = self._streams.pop(stream, None) if final else self._streams.get(stream)
+        if request is None or request.responses is None:
+            return  # that request already failed; Triton drops such late responses too
+        item = payload["item"]
+        response: ExecuteResult | None = None
+        if item is not None and item["error"] is not None:
+            response = _model_error(item["error"])
+        elif item is not None:
+            response = self._response(request, tensors, item["parameters"])
+        request.responses.put(response, final=final)
+
     def _unavailable(self, what: str) -> UnavailableError:
         return UnavailableError(
             f"python model '{self.spec.name}' instance '{self.placement.name}' {what}"
@@ -278,14 +313,15 @@ class PythonInstance(ModelInstance):
 
     # ------------------------------------------------------------------ process lifecycle
 
-    def _start(self) -> _Child:
+    def _start(self) -> ModelProcess:
         parent_sock, child_sock = socket.socketpair()
         env = dict(os.environ)
         root = str(Path(serving.__file__).resolve().parent.parent)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH", "")]))
+        stub = [sys.executable, "-m", "serving.backends.python.stub"]
         try:
             process = subprocess.Popen(
-                [sys.executable, "-m", "serving.backends.python.stub", str(child_sock.fileno())],
+                [*stub, str(child_sock.fileno()), self._prefix + "o"],
                 pass_fds=[child_sock.fileno()],
                 stdin=subprocess.DEVNULL,
                 # NOTE: a model's print() goes to stderr: stdout may be a protocol (serving.check).
@@ -294,11 +330,17 @@ class PythonInstance(ModelInstance):
             )
         finally:
             child_sock.close()
-        conn = Connection(parent_sock.detach())
-        child = _Child(process, conn)
+        child = ModelProcess(
+            process,
+            Connection(parent_sock.detach()),
+            side_prefix=f"{self._prefix}b{next(self._generations)}_",
+            on_message=self._model_message,
+            on_close=self._process_closed,
+            name=f"python-{self.placement.name}-channel",
+        )
         try:
-            kind, payload = child.request(("init", self._init_payload()), self._init_timeout_s)
-        except _ChildGone as gone:
+            kind, payload = child.request("init", self._init_payload(), self._init_timeout_s)
+        except ProcessGone as gone:
             child.close()
             raise self._load_error(f"its process {gone} during initialize") from None
         if kind != "ready":
@@ -317,7 +359,7 @@ class PythonInstance(ModelInstance):
             "model_version": str(self.spec.version),
             "model_name": self.spec.name,
         }
-        return {"model_file": str(self._model_file), "args": args, "out_prefix": self._prefix + "o"}
+        return {"model_file": str(self._model_file), "args": args}
 
     def _load_error(self, why: str) -> UnavailableError:
         return UnavailableError(
@@ -338,7 +380,7 @@ class PythonInstance(ModelInstance):
                 self._healthy = False
                 reason = child.exit_reason()
                 self.last_error = f"process {reason}"
-                child.conn.close()
+                child.release()
                 shm.unlink_prefixed(self._prefix + "o")
                 self._outputs.close()
             logger.error(
@@ -376,10 +418,19 @@ class PythonInstance(ModelInstance):
             return 0
         return failures
 
+    def _process_closed(self, child: ModelProcess) -> None:
+        """The process's channel closed (it died, or it ended after ``finalize``)."""
+        self._end_streams(f"stopped ({child.exit_reason()})")
+
     def _release_memory(self) -> None:
         self._inputs.close()
         self._outputs.close()
         shm.unlink_prefixed(self._prefix)
+
+
+def _model_error(error: tuple[int, str]) -> ServingError:
+    code, message = error
+    return ServingError(message, code=ERROR_CODES.get(code))
 
 
 def _seconds(instance: PythonInstance, key: str, default: float | None) -> float | None:

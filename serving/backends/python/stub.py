@@ -1,9 +1,13 @@
-"""The process that runs one Python model instance (``python -m serving.backends.python.stub FD``).
+"""The process that runs one Python model instance (``python -m serving.backends.python.stub FD
+PREFIX``).
 
-It loads ``model.py`` with ``triton_python_backend_utils`` registered under that name, then serves
-control messages from the server over the socket ``FD``: ``init``, ``execute``, ``is_ready``,
-``finalize``. Input tensors are read from the server's shared memory region, outputs written to
-this process's own region. When the server goes away (EOF) it finalises quietly and exits.
+It loads ``model.py`` with ``triton_python_backend_utils`` registered under that name, then runs
+the server's commands on its main thread, one at a time: ``init``, ``execute``, ``is_ready``,
+``finalize``. The socket ``FD`` is read by the channel's thread, so while ``execute`` runs the
+model can send BLS requests and decoupled responses (from any thread) and receive the answers.
+Execute's input tensors are read from the server's shared memory region, its outputs written to
+this process's own region (names starting with ``PREFIX``). When the server goes away (EOF) it
+finalises quietly and exits.
 
 ``python -m serving.backends.python.stub --autocomplete MODEL_FILE CONFIG_IN CONFIG_OUT`` runs the
 model's ``auto_complete_config`` once, in a throw-away interpreter, as Triton does.
@@ -16,6 +20,7 @@ import importlib.util
 import inspect
 import json
 import os
+import queue
 import signal
 import sys
 import threading
@@ -29,6 +34,8 @@ from typing import Any
 
 from serving.backends.python import shm
 from serving.backends.python import triton_python_backend_utils as pb_utils
+from serving.backends.python.channel import Channel, ChannelClosed, Tensors
+from serving.backends.python.server_link import ServerLink, encode_response
 
 _FLAG_START = pb_utils.TRITONSERVER_REQUEST_FLAG_SEQUENCE_START
 _FLAG_END = pb_utils.TRITONSERVER_REQUEST_FLAG_SEQUENCE_END
@@ -79,35 +86,59 @@ def _call(function: Any, *args: Any) -> Any:
 class Stub:
     """One model instance: the user's TritonPythonModel plus the shared memory plumbing."""
 
-    def __init__(self, conn: Connection) -> None:
-        self.conn = conn
+    def __init__(self, conn: Connection, out_prefix: str) -> None:
         self.model: Any = None
+        self.decoupled = False
         self.reader = shm.Reader(track=False)
-        self.region: shm.Region | None = None
+        self.region = shm.Region(out_prefix, track=False)
+        self.commands: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
+        self.channel = Channel(
+            conn,
+            side_prefix=out_prefix + "s",
+            handle=self._received,
+            on_close=self._server_gone,
+            track=False,
+            name="server-channel",
+        )
+        self.link = ServerLink(self.channel)
+        pb_utils._server_link = self.link
 
     def serve(self) -> None:
+        self.channel.start()
         while True:
+            kind, payload = self.commands.get()
             try:
-                kind, payload = self.conn.recv()
-            except (EOFError, OSError):
+                if kind == "init":
+                    self.channel.send(*self._init(payload))
+                elif kind == "execute":
+                    self.channel.send(*self._execute(payload))
+                elif kind == "is_ready":
+                    self.channel.send(*self._is_ready())
+                elif kind == "finalize":
+                    self._finalize()
+                    self.channel.send("finalized")
+                    return
+                elif kind == "closed":
+                    self._finalize()
+                    return
+            except ChannelClosed:
                 self._finalize()
                 return
-            if kind == "init":
-                self.conn.send(self._init(payload))
-            elif kind == "execute":
-                self.conn.send(self._execute(payload))
-            elif kind == "is_ready":
-                self.conn.send(self._is_ready())
-            elif kind == "finalize":
-                self._finalize()
-                self.conn.send(("finalized", None))
-                return
+
+    def _received(self, kind: str, payload: Any, tensors: Tensors) -> None:
+        if kind == "bls_result":
+            self.link.handle_result(payload, tensors)
+        else:
+            self.commands.put((kind, payload))
+
+    def _server_gone(self) -> None:
+        self.link.fail_all()
+        self.commands.put(("closed", None))
 
     def _init(self, payload: dict[str, Any]) -> tuple[str, Any]:
         try:
-            global _out_prefix
-            _out_prefix = payload["out_prefix"]
-            self.region = shm.Region(_out_prefix, track=False)
+            config = json.loads(payload["args"]["model_config"])
+            self.decoupled = pb_utils.using_decoupled_model_transaction_policy(config)
             module = load_module(Path(payload["model_file"]))
             self.model = module.TritonPythonModel()
             if hasattr(self.model, "initialize"):
@@ -121,6 +152,9 @@ class Stub:
         try:
             requests = [self._request(r, payload["region"]) for r in payload["requests"]]
             responses = _call(self.model.execute, requests)
+            if self.decoupled:
+                _check_decoupled_return(responses)
+                return ("executed", {"region": "", "responses": None})
             return ("executed", self._responses(responses, len(requests)))
         except Exception as error:  # noqa: BLE001 - fails every request of this call
             traceback.print_exc()
@@ -128,7 +162,7 @@ class Stub:
 
     def _request(self, desc: dict[str, Any], region: str) -> pb_utils.InferenceRequest:
         arrays = self.reader.read(region, desc["inputs"])
-        return pb_utils.InferenceRequest(
+        request = pb_utils.InferenceRequest(
             model_name=desc["model_name"],
             inputs=[pb_utils.Tensor(name, array) for name, array in arrays.items()],
             requested_output_names=desc["requested"],
@@ -138,6 +172,8 @@ class Stub:
             timeout=desc["timeout"],
             parameters=desc["parameters"],
         )
+        request._stream = desc.get("stream")
+        return request
 
     def _responses(self, responses: Any, expected: int) -> dict[str, Any]:
         if not isinstance(responses, list | tuple) or len(responses) != expected:
@@ -154,18 +190,10 @@ class Stub:
                     f"execute returned a {type(response).__name__} where an InferenceResponse "
                     f"was expected"
                 )
-            error = response.error()
-            outputs = [] if error is not None else response.output_tensors()
-            first = len(tensors)
-            tensors.extend((t.name(), t.as_numpy()) for t in outputs)
-            items.append(
-                {
-                    "error": None if error is None else (error.code(), error.message()),
-                    "outputs": (first, len(tensors)),
-                    "parameters": json.loads(response.parameters()),
-                }
-            )
-        assert self.region is not None
+            item, outputs = encode_response(response)
+            item["outputs"] = (len(tensors), len(tensors) + len(outputs))
+            tensors.extend(outputs)
+            items.append(item)
         descs = self.region.write(tensors)
         for item in items:
             start, stop = item["outputs"]
@@ -188,8 +216,20 @@ class Stub:
         finally:
             self.model = None
             self.reader.close()
-            if self.region is not None:
-                self.region.close()
+            self.region.close()
+            self.channel.close()
+
+
+def _check_decoupled_return(responses: Any) -> None:
+    """A decoupled model answers through its senders; execute returns None (or only Nones)."""
+    if responses is None:
+        return
+    if isinstance(responses, list | tuple) and all(r is None for r in responses):
+        return
+    raise pb_utils.TritonModelException(
+        "a decoupled model's execute must return None and send its responses with "
+        "request.get_response_sender()"
+    )
 
 
 def autocomplete(model_file: Path, config_in: Path, config_out: Path) -> int:
@@ -233,8 +273,10 @@ def main(argv: list[str]) -> int:
     _exit_with_parent()
     if argv and argv[0] == "--autocomplete":
         return autocomplete(Path(argv[1]), Path(argv[2]), Path(argv[3]))
+    global _out_prefix
     conn = Connection(int(argv[0]))
-    Stub(conn).serve()
+    _out_prefix = argv[1]
+    Stub(conn, _out_prefix).serve()
     conn.close()
     return 0
 

@@ -2,17 +2,21 @@
 
 A model's process registers this module under the name ``triton_python_backend_utils``, so an
 unchanged Triton ``model.py`` (``import triton_python_backend_utils as pb_utils``) runs here.
-Implemented: Tensor, InferenceRequest, InferenceResponse, TritonError, TritonModelException, the
-config helpers, the type converters, BYTES (de)serialisation, ModelConfig for
-``auto_complete_config`` and Logger. BLS (``InferenceRequest(...).exec()``), decoupled response
-senders and model management from Python raise ``TritonModelException`` saying they are unsupported.
+Implemented: Tensor, InferenceRequest (with BLS: ``exec()`` and ``await async_exec()`` run a
+request on another model of the same server), InferenceResponse, the decoupled
+``InferenceResponseSender``, TritonError, TritonModelException, the config helpers, the type
+converters, BYTES (de)serialisation, ModelConfig for ``auto_complete_config`` and Logger. Not
+supported (they raise ``TritonModelException`` saying so): decoupled BLS (``exec(decoupled=True)``),
+request rescheduling and model management from Python.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import struct
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -58,6 +62,9 @@ _TRITON_TYPE_CODES = {
 }
 
 _logger = logging.getLogger("triton_python_backend_utils")
+
+# The model process's ``ServerLink`` (BLS requests, decoupled responses); the stub installs it.
+_server_link: Any = None
 
 
 class TritonError:
@@ -161,7 +168,7 @@ class _Capsule:
 
 
 class InferenceRequest:
-    """A request handed to ``execute`` (or, for BLS, built by the model: unsupported here)."""
+    """A request handed to ``execute``, or one a model builds to call another model (BLS)."""
 
     def __init__(
         self,
@@ -188,6 +195,8 @@ class InferenceRequest:
         else:
             self._parameters = json.dumps(parameters or {})
         self._model_version = model_version
+        self._stream: int | None = None  # set by the stub on a decoupled model's requests
+        self._sender: InferenceResponseSender | None = None
 
     def inputs(self) -> list[Tensor]:
         return list(self._inputs)
@@ -219,6 +228,9 @@ class InferenceRequest:
     def model_name(self) -> str:
         return self._model_name
 
+    def model_version(self) -> int:
+        return self._model_version
+
     def is_cancelled(self) -> bool:
         return False
 
@@ -229,14 +241,79 @@ class InferenceRequest:
         if flags & TRITONSERVER_REQUEST_RELEASE_RESCHEDULE:
             raise TritonModelException("request rescheduling is not supported by this server")
 
-    def get_response_sender(self) -> Any:
-        raise TritonModelException("decoupled models are not supported by this server")
+    def get_response_sender(self) -> InferenceResponseSender:
+        """The sender of this request's responses (decoupled models only)."""
+        if self._stream is None:
+            raise TritonModelException(
+                "get_response_sender() is only available to a decoupled model "
+                "(model_transaction_policy { decoupled: true }) on the requests of its execute"
+            )
+        if self._sender is None:
+            self._sender = InferenceResponseSender(self._stream)
+        return self._sender
 
     def exec(self, decoupled: bool = False) -> InferenceResponse:
-        raise TritonModelException("BLS requests (InferenceRequest.exec) are not supported")
+        """Run this request on ``model_name`` and wait for its response (BLS).
+
+        Failures (unknown model, bad input, timeout) come back as a response with an error.
+        """
+        result: InferenceResponse = _link_for_bls(decoupled).infer(self).result()
+        return result
 
     async def async_exec(self, decoupled: bool = False) -> InferenceResponse:
-        raise TritonModelException("BLS requests (InferenceRequest.async_exec) are not supported")
+        """``exec`` for an ``async def execute``: other coroutines run while this one waits."""
+        future = _link_for_bls(decoupled).infer(self)
+        result: InferenceResponse = await asyncio.wrap_future(future)
+        return result
+
+
+def _link_for_bls(decoupled: bool) -> Any:
+    if decoupled:
+        raise TritonModelException(
+            "decoupled BLS requests (exec(decoupled=True)) are not supported by this server"
+        )
+    if _server_link is None:
+        raise TritonModelException("BLS requests can only be made by a model the server runs")
+    return _server_link
+
+
+class InferenceResponseSender:
+    """Sends a decoupled model's responses for one request, from ``execute`` or any thread.
+
+    Any number of ``send(response)`` calls, then one with
+    ``flags=TRITONSERVER_RESPONSE_COMPLETE_FINAL`` (with or without a last response).
+    """
+
+    def __init__(self, stream: int) -> None:
+        self._stream = stream
+        self._closed = False
+        self._lock = threading.Lock()
+
+    def send(self, response: InferenceResponse | None = None, flags: int = 0) -> None:
+        if flags not in (0, TRITONSERVER_RESPONSE_COMPLETE_FINAL):
+            raise TritonModelException(f"unknown response flags {flags}")
+        if response is None and flags != TRITONSERVER_RESPONSE_COMPLETE_FINAL:
+            raise TritonModelException(
+                "Inference Response object must be provided when the response flags is set to zero"
+            )
+        if response is not None and not isinstance(response, InferenceResponse):
+            raise TritonModelException(
+                f"send() expects an InferenceResponse, got a {type(response).__name__}"
+            )
+        # NOTE: one sender may be shared by threads; the final flag must stay the last message.
+        with self._lock:
+            if self._closed:
+                raise TritonModelException(
+                    "Unable to send response. Response sender has been closed."
+                )
+            if _server_link is None:
+                raise TritonModelException("responses can only be sent in a model the server runs")
+            _server_link.send(self._stream, response, flags)
+            if flags == TRITONSERVER_RESPONSE_COMPLETE_FINAL:
+                self._closed = True
+
+    def is_cancelled(self) -> bool:
+        return False
 
 
 class InferenceResponse:

@@ -18,7 +18,8 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from tritonclient.grpc import service_pb2, service_pb2_grpc
 
 from serving.core.server import InferenceServer
-from serving.errors import InvalidArgumentError, ServingError
+from serving.core.types import InferResponse
+from serving.errors import InternalError, InvalidArgumentError, ServingError
 from serving.protocol.errors import GRPC_STATUS
 from serving.protocol.grpc_codec import (
     decode_infer_request,
@@ -31,6 +32,8 @@ logger = logging.getLogger("serving.grpc")
 
 MAX_MESSAGE_BYTES = 2**31 - 1
 DECOUPLED_GRPC = "ModelInfer RPC doesn't support models with decoupled transaction policy"
+EMPTY_FINAL_PARAMETER = "triton_enable_empty_final_response"
+FINAL_RESPONSE_PARAMETER = "triton_final_response"
 T = TypeVar("T")
 
 
@@ -46,6 +49,25 @@ async def _call(context: grpc.aio.ServicerContext, func: Callable[[], Awaitable[
         logger.exception("unexpected error in a gRPC call")
         await context.abort(grpc.StatusCode.INTERNAL, f"{type(exc).__name__}: {exc}")
     raise AssertionError("unreachable")  # pragma: no cover - abort raises
+
+
+def _stream_response(
+    message: Any, response: InferResponse | ServingError | None, final: bool, request_id: str = ""
+) -> Any:
+    """One ``ModelStreamInferResponse``: a response, an error, or only the final flag."""
+    if isinstance(response, InferResponse):
+        encoded = encode_infer_response(response, request_id)
+        answer = service_pb2.ModelStreamInferResponse(infer_response=encoded)
+    else:
+        # An error or a flag-only answer names the request it belongs to, as Triton's does.
+        answer = service_pb2.ModelStreamInferResponse(
+            error_message="" if response is None else response.message,
+            infer_response=service_pb2.ModelInferResponse(
+                id=message.id, model_name=message.model_name, model_version=message.model_version
+            ),
+        )
+    answer.infer_response.parameters[FINAL_RESPONSE_PARAMETER].bool_param = final
+    return answer
 
 
 class InferenceService(service_pb2_grpc.GRPCInferenceServiceServicer):  # type: ignore[misc]
@@ -109,7 +131,8 @@ class InferenceService(service_pb2_grpc.GRPCInferenceServiceServicer):  # type: 
         pending: set[asyncio.Task[None]] = set()
 
         async def one(message: Any) -> None:
-            await results.put(await self._stream_answer(message))
+            async for answer in self._stream_answers(message):
+                await results.put(answer)
 
         async def read() -> None:
             async for message in request_iterator:
@@ -129,24 +152,23 @@ class InferenceService(service_pb2_grpc.GRPCInferenceServiceServicer):  # type: 
             for task in list(pending):
                 task.cancel()
 
-    async def _stream_answer(self, message: Any) -> Any:
+    async def _stream_answers(self, message: Any) -> AsyncIterator[Any]:
+        """Every answer to one streamed request: a decoupled model's responses in order, each
+        marked ``triton_final_response``; a flag-only final one only when the request asked for
+        it (``triton_enable_empty_final_response``); errors in-band, the stream staying open."""
+        param = message.parameters.get(EMPTY_FINAL_PARAMETER)
+        empty_final = param is not None and param.bool_param
         try:
             infer_request = decode_infer_request(message)
-            response = await self.server.infer(infer_request)
-            return service_pb2.ModelStreamInferResponse(
-                infer_response=encode_infer_response(response, infer_request.id)
-            )
+            async for response, final in self.server.infer_stream(infer_request):
+                if response is None and not (final and empty_final):
+                    continue
+                yield _stream_response(message, response, final, infer_request.id)
         except ServingError as exc:
-            error_message = exc.message
+            yield _stream_response(message, exc, True)
         except Exception as exc:  # noqa: BLE001 - the stream stays open after a failed request
             logger.exception("unexpected error in a streamed request")
-            error_message = f"{type(exc).__name__}: {exc}"
-        return service_pb2.ModelStreamInferResponse(
-            error_message=error_message,
-            infer_response=service_pb2.ModelInferResponse(
-                id=message.id, model_name=message.model_name, model_version=message.model_version
-            ),
-        )
+            yield _stream_response(message, InternalError(f"{type(exc).__name__}: {exc}"), True)
 
     async def ModelStatistics(self, request: Any, context: Any) -> Any:
         async def body() -> Any:

@@ -1,0 +1,102 @@
+"""A Python model's BLS requests, run on the server the model is loaded in.
+
+The channel's reader hands each request over with its tensors already copied out; a small pool of
+threads turns it into an ``InferRequest``, runs it through the server's own ``infer`` (the
+``infer_host`` the server core gave the instance: the target model's scheduler, batching and
+statistics as for any client) and posts the response back. Failures (unknown model, bad input)
+are answered as a response with an error, as Triton does. Each request waits at most its own
+``timeout`` (microseconds) or the config parameter ``bls_timeout_s`` (default 300), so a model
+that calls itself or a cycle of models fails the request instead of hanging forever.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+
+from serving.backends.python.channel import Channel, ChannelClosed, Tensors
+from serving.backends.python.error_codes import TRITON_CODES
+from serving.core.loading import InferHost
+from serving.core.types import InferRequest, InferResponse, RequestedOutput
+from serving.errors import ErrorCode, InternalError, ServingError, UnavailableError
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_BLS_TIMEOUT_S = 300.0
+MAX_CONCURRENT_CALLS = 32
+_FLAG_START = 1
+_FLAG_END = 2
+
+
+class BlsBridge:
+    """Runs the BLS requests of one instance's model process."""
+
+    def __init__(self, *, model_name: str, host: InferHost | None, timeout_s: float) -> None:
+        self.model_name = model_name
+        self.host = host
+        self.timeout_s = timeout_s
+        self._pool = ThreadPoolExecutor(
+            max_workers=MAX_CONCURRENT_CALLS, thread_name_prefix=f"bls-{model_name}"
+        )
+
+    def submit(self, channel: Channel, payload: dict[str, Any], tensors: Tensors) -> None:
+        """Answer one request later (called on the channel's reader thread: never blocks)."""
+        with contextlib.suppress(RuntimeError):  # shut down: the instance is unloading
+            self._pool.submit(self._answer, channel, payload, tensors)
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    def _answer(self, channel: Channel, payload: dict[str, Any], tensors: Tensors) -> None:
+        outputs: list[tuple[str, np.ndarray[Any, Any]]] = []
+        try:
+            response = self._run(payload, tensors)
+            result: dict[str, Any] = {"error": None, "parameters": response.parameters}
+            outputs = list(response.outputs.items())
+        except ServingError as error:
+            result = _error(error)
+        except Exception as error:  # noqa: BLE001 - the model gets the error, the server goes on
+            logger.exception("BLS request from model '%s' failed", self.model_name)
+            result = _error(InternalError(f"{type(error).__name__}: {error}"))
+        result["call"] = payload["call"]
+        # NOTE: ChannelClosed: the model's process went away while its request ran.
+        with contextlib.suppress(ChannelClosed):
+            try:
+                channel.post("bls_result", result, outputs)
+            except TypeError as error:  # an output dtype shared memory cannot carry
+                channel.post(
+                    "bls_result", {**_error(InternalError(str(error))), "call": result["call"]}, []
+                )
+
+    def _run(self, payload: dict[str, Any], tensors: Tensors) -> InferResponse:
+        if self.host is None:
+            raise UnavailableError(
+                f"model '{self.model_name}' does not run inside a server: BLS is unavailable"
+            )
+        version = int(payload["model_version"])
+        requested = payload["requested"]
+        flags = int(payload["flags"])
+        timeout_us = int(payload["timeout"] or 0)
+        request = InferRequest(
+            model_name=payload["model_name"],
+            inputs=tensors,
+            model_version=version if version >= 0 else None,
+            id=payload["id"],
+            outputs=[RequestedOutput(name) for name in requested] if requested else None,
+            parameters=dict(payload["parameters"]),
+            timeout_us=timeout_us,
+            sequence_id=payload["correlation_id"],
+            sequence_start=bool(flags & _FLAG_START),
+            sequence_end=bool(flags & _FLAG_END),
+        )
+        timeout_s = timeout_us / 1e6 if timeout_us > 0 else self.timeout_s
+        return self.host(request, timeout_s)
+
+
+def _error(error: ServingError) -> dict[str, Any]:
+    code = TRITON_CODES.get(error.code, TRITON_CODES[ErrorCode.INTERNAL])
+    return {"error": (code, error.message), "parameters": {}}

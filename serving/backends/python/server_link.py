@@ -1,0 +1,109 @@
+"""What a model's own code asks of the server, from inside the model's process.
+
+``pb_utils.InferenceRequest(...).exec()`` / ``async_exec()`` (BLS) and the decoupled
+``InferenceResponseSender.send`` reach the server through the one ``ServerLink`` the stub installs
+in ``triton_python_backend_utils``. Both may be used from any thread of the model: a BLS request
+waits on a future that the channel's reader resolves when the server's answer arrives, so the
+stub's main thread stays free to run ``execute``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import threading
+from concurrent.futures import Future
+from typing import Any
+
+from serving.backends.python import triton_python_backend_utils as pb_utils
+from serving.backends.python.channel import Channel, ChannelClosed, Tensors
+
+SERVER_GONE = "the server went away"
+
+
+def encode_response(
+    response: pb_utils.InferenceResponse,
+) -> tuple[dict[str, Any], list[tuple[str, Any]]]:
+    """A response as (error, parameters) plus its output tensors, for a post to the server."""
+    error = response.error()
+    item = {
+        "error": None if error is None else (error.code(), error.message()),
+        "parameters": json.loads(response.parameters()),
+    }
+    outputs = [] if error is not None else response.output_tensors()
+    return item, [(t.name(), t.as_numpy()) for t in outputs]
+
+
+class ServerLink:
+    """The model process's way to the server: BLS requests out, their results back."""
+
+    def __init__(self, channel: Channel) -> None:
+        self._channel = channel
+        self._ids = itertools.count(1)
+        self._lock = threading.Lock()
+        self._waiting: dict[int, Future[pb_utils.InferenceResponse]] = {}
+
+    def infer(self, request: pb_utils.InferenceRequest) -> Future[pb_utils.InferenceResponse]:
+        """Send a BLS request; the future resolves to its response (errors included, as Triton)."""
+        future: Future[pb_utils.InferenceResponse] = Future()
+        call = next(self._ids)
+        with self._lock:
+            self._waiting[call] = future
+        payload = {
+            "call": call,
+            "model_name": request.model_name(),
+            "model_version": request.model_version(),
+            "requested": request.requested_output_names(),
+            "id": request.request_id(),
+            "correlation_id": request.correlation_id(),
+            "flags": request.flags(),
+            "timeout": request.timeout(),
+            "parameters": json.loads(request.parameters()),
+        }
+        tensors = [(t.name(), t.as_numpy()) for t in request.inputs()]
+        try:
+            self._channel.post("bls", payload, tensors)
+        except ChannelClosed:
+            self._resolve(call, _error_response(SERVER_GONE))
+        except (TypeError, ValueError) as error:  # a tensor shared memory cannot carry
+            self._resolve(call, _error_response(str(error), pb_utils.TritonError.INVALID_ARG))
+        return future
+
+    def send(self, stream: int, response: pb_utils.InferenceResponse | None, flags: int) -> None:
+        """One decoupled response (or only the final flag) for the request ``stream``."""
+        item, tensors = (None, []) if response is None else encode_response(response)
+        try:
+            self._channel.post(
+                "response", {"stream": stream, "flags": flags, "item": item}, tensors
+            )
+        except ChannelClosed:
+            raise pb_utils.TritonModelException(
+                f"Unable to send the response: {SERVER_GONE}"
+            ) from None
+
+    def handle_result(self, payload: dict[str, Any], tensors: Tensors) -> None:
+        """The server's answer to a BLS request (on the channel's reader thread)."""
+        error = payload["error"]
+        if error is not None:
+            response = _error_response(error[1], error[0])
+        else:
+            outputs = [pb_utils.Tensor(name, array) for name, array in tensors.items()]
+            response = pb_utils.InferenceResponse(outputs, parameters=payload["parameters"])
+        self._resolve(payload["call"], response)
+
+    def fail_all(self) -> None:
+        """The server went away: every waiting BLS request gets an error response."""
+        with self._lock:
+            calls = list(self._waiting)
+        for call in calls:
+            self._resolve(call, _error_response(SERVER_GONE))
+
+    def _resolve(self, call: int, response: pb_utils.InferenceResponse) -> None:
+        with self._lock:
+            future = self._waiting.pop(call, None)
+        if future is not None and not future.done():
+            future.set_result(response)
+
+
+def _error_response(message: str, code: int = pb_utils.TritonError.INTERNAL) -> Any:
+    return pb_utils.InferenceResponse(error=pb_utils.TritonError(message, code))
