@@ -172,8 +172,8 @@ class InferenceServer:
     ) -> InferResponse:
         """Run one request on the version it resolves to; raise a ServingError on failure.
 
-        ``decoupled_error``: the transport cannot carry a decoupled model's responses; refuse them
-        with this message.
+        A decoupled model's responses need a stream (``infer_stream``); without one the request
+        is refused with ``decoupled_error`` (the transport's message) or a general one.
         """
         try:
             lv = self.resolve(request.model_name, request.model_version)
@@ -184,8 +184,8 @@ class InferenceServer:
             if not await self.on_demand(request.model_name, request.model_version):
                 raise
             lv = self.resolve(request.model_name, request.model_version)
-        if decoupled_error is not None and lv.signature.decoupled:
-            raise UnsupportedError(decoupled_error)
+        if lv.signature.decoupled and request.responses is None:
+            raise UnsupportedError(decoupled_error or _needs_stream(lv.name))
         scheduler = lv.scheduler
         if scheduler is None:  # pragma: no cover - READY implies a scheduler
             raise UnavailableError(f"model '{lv.name}' version {lv.version} has no scheduler")
@@ -555,6 +555,10 @@ class InferenceServer:
         instances, lv.instances = lv.instances, []
         if instances:
             await run_blocking(unload_instances, instances)
+
+
+def _needs_stream(name: str) -> str:
+    return f"model '{name}' is decoupled: its responses can only be streamed (ModelStreamInfer)"
 
 
 def _end_failed_stream(run: asyncio.Future[InferResponse], stream: ResponseStream) -> None:

@@ -51,7 +51,6 @@ from serving.errors import (
     InvalidArgumentError,
     ServingError,
     UnavailableError,
-    UnsupportedError,
 )
 
 logger = logging.getLogger(__name__)
@@ -112,11 +111,6 @@ class PythonInstance(ModelInstance):
         for index, request in enumerate(requests):
             try:
                 self._checker.check(request)
-                if self._decoupled and request.responses is None:
-                    raise UnsupportedError(
-                        f"model '{self.spec.name}' is decoupled: its responses can only be "
-                        f"streamed (gRPC ModelStreamInfer)"
-                    )
                 runnable.append(index)
             except ServingError as error:
                 results[index] = error
@@ -251,7 +245,11 @@ class PythonInstance(ModelInstance):
     # ------------------------------------------------------------------ the model speaking first
 
     def _open_streams(self, batch: list[InferRequest], message: dict[str, Any]) -> list[int]:
-        """Give each streamed request of the batch an id the model's sender answers to."""
+        """Give each request of a decoupled model's batch an id its sender answers to.
+
+        A request without a stream (warm-up, a candidate check) still gets one: its responses are
+        dropped, and its result says only that execute succeeded.
+        """
         if not self._decoupled:
             return []
         ids = []

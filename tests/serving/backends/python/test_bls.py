@@ -98,6 +98,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServingProcess]
     dm.write_python_model(repo, "py_add_sub", dm.PYTHON_ADD_SUB, MODEL_CONFIG)
     dm.write_python_model(repo, "bls_sync", BLS_SYNC, MODEL_CONFIG)
     dm.write_python_model(repo, "bls_async", BLS_ASYNC, MODEL_CONFIG)
+    decoupled = dm.PYTHON_IDENTITY_CONFIG + "model_transaction_policy { decoupled: true }\n"
+    dm.write_python_model(repo, "decoupled", dm.PYTHON_IDENTITY, decoupled)
     process = ServingProcess(folder_settings(repo, cpu_count=2)).start()
     yield process
     process.stop()
@@ -147,6 +149,15 @@ def test_unknown_model_comes_back_as_an_error_response(server: ServingProcess) -
         http_infer(server, "bls_sync", {"target": "no_such_model"})
     assert "BLS failed: Request for unknown model: 'no_such_model'" in info.value.message()
     np.testing.assert_array_equal(http_infer(server, "bls_sync").as_numpy("OUTPUT0"), A + B)
+
+
+def test_a_decoupled_model_cannot_answer_a_bls_request(server: ServingProcess) -> None:
+    with pytest.raises(InferenceServerException) as info:
+        http_infer(server, "bls_sync", {"target": "decoupled"})
+    assert info.value.message() == (
+        "BLS failed: model 'decoupled' is decoupled: its responses can only be streamed "
+        "(ModelStreamInfer)"
+    )
 
 
 def test_bad_input_comes_back_as_an_error_response(server: ServingProcess) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import queue
 import textwrap
 from collections.abc import Iterator
@@ -15,6 +16,7 @@ import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
 from repository import demo_models as dm
+from serving.check import main as check_main
 from serving.main import ServingProcess
 from tests.serving.harness import folder_settings
 
@@ -243,3 +245,18 @@ def test_unary_endpoints_refuse_a_decoupled_model(server: ServingProcess) -> Non
     assert info.value.message() == (
         "ModelInfer RPC doesn't support models with decoupled transaction policy"
     )
+
+
+def test_a_decoupled_model_passes_the_candidate_check_with_its_generated_warm_up(
+    tmp_path: Path,
+) -> None:
+    model_dir = dm.write_python_model(tmp_path, "repeat", REPEAT, REPEAT_CONFIG)
+    report_file = tmp_path / "report.json"
+    code = check_main(
+        ["--model-dir", str(model_dir), "--version-dir", str(model_dir / "1"),
+         "--report", str(report_file)]
+    )  # fmt: skip
+    report = json.loads(report_file.read_text())
+    assert code == 0, report
+    warmup = next(step for step in report["steps"] if step["name"] == "warmup")
+    assert warmup["message"] == "1 warm-up request(s) from a generated request"
