@@ -7,11 +7,12 @@ that only ever loads ONNX models never imports torch; tests pass their own facto
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from serving.backends.base import ModelInstance
 from serving.core.model_spec import ModelSpec
+from serving.core.streaming import StreamItem
 from serving.core.types import InferRequest, InferResponse
 from serving.errors import InvalidArgumentError, ServingError
 from serving.schedulers.base import Scheduler
@@ -25,8 +26,17 @@ logger = logging.getLogger("serving.core")
 InstanceFactory = Callable[[ModelSpec], list[ModelInstance]]
 SchedulerFactory = Callable[..., Scheduler]
 WarmupFn = Callable[[ModelSpec, list[ModelInstance]], None]
-# Runs a request on the server from an instance's thread, waiting at most that many seconds.
-InferHost = Callable[[InferRequest, float], InferResponse]
+
+
+class InferHost(Protocol):
+    """How an instance's thread runs requests on the server it is loaded in (the Python backend's
+    BLS); each call waits at most ``timeout_s`` for the next answer."""
+
+    def infer_from_thread(self, request: InferRequest, timeout_s: float) -> InferResponse: ...
+
+    def stream_from_thread(
+        self, request: InferRequest, timeout_s: float
+    ) -> Iterator[StreamItem]: ...
 
 
 @runtime_checkable

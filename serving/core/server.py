@@ -12,8 +12,9 @@ import asyncio
 import concurrent.futures
 import dataclasses
 import logging
+import queue
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from typing import Any, Protocol
 
 from serving.core.classification import classify
@@ -106,7 +107,7 @@ class InferenceServer:
         self.started_at = time.time()
         self.shutting_down = False
         self._instance_factory = instance_factory or default_instance_factory(
-            settings, infer_host=self.infer_from_thread
+            settings, infer_host=self
         )
         self._loop: asyncio.AbstractEventLoop | None = None  # known once a version loads
         self._scheduler_factory = scheduler_factory or default_scheduler_factory()
@@ -240,10 +241,7 @@ class InferenceServer:
         Waits at most ``timeout_s`` and then cancels the request, so a model that calls itself
         (or a cycle of models) fails that request instead of waiting forever.
         """
-        loop = self._loop
-        if loop is None or loop.is_closed():
-            raise UnavailableError("the server is not running")
-        future = asyncio.run_coroutine_threadsafe(self.infer(request), loop)
+        future = asyncio.run_coroutine_threadsafe(self.infer(request), self._running_loop())
         try:
             return future.result(timeout_s)
         except concurrent.futures.TimeoutError:
@@ -255,6 +253,41 @@ class InferenceServer:
             raise UnavailableError(
                 f"request for model '{request.model_name}' was cancelled"
             ) from None
+
+    def stream_from_thread(self, request: InferRequest, timeout_s: float) -> Iterator[StreamItem]:
+        """``infer_stream`` for a caller on another thread (a Python model's decoupled BLS
+        request): each item as it comes, waiting at most ``timeout_s`` for the next one."""
+        items: queue.SimpleQueue[StreamItem] = queue.SimpleQueue()
+
+        async def pump() -> None:
+            try:
+                async for item in self.infer_stream(request):
+                    items.put(item)
+            except ServingError as error:
+                items.put((error, True))
+            except Exception as error:  # noqa: BLE001 - the caller gets it as the last item
+                items.put((InternalError(f"{type(error).__name__}: {error}"), True))
+
+        future = asyncio.run_coroutine_threadsafe(pump(), self._running_loop())
+        try:
+            while True:
+                try:
+                    item = items.get(timeout=timeout_s)
+                except queue.Empty:
+                    raise UnavailableError(
+                        f"request for model '{request.model_name}' timed out after {timeout_s:g} s"
+                    ) from None
+                yield item
+                if item[1]:
+                    return
+        finally:
+            future.cancel()  # a no-op once the stream ended; else the request stops
+
+    def _running_loop(self) -> asyncio.AbstractEventLoop:
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            raise UnavailableError("the server is not running")
+        return loop
 
     def _loadable_on_demand(self, name: str, version: int | None) -> bool:
         """A named version the source may load now: never loaded, or unloaded on purpose (a

@@ -3,16 +3,19 @@
 The channel's reader hands each request over with its tensors already copied out; a small pool of
 threads turns it into an ``InferRequest``, runs it through the server's own ``infer`` (the
 ``infer_host`` the server core gave the instance: the target model's scheduler, batching and
-statistics as for any client) and posts the response back. Failures (unknown model, bad input)
-are answered as a response with an error, as Triton does. Each request waits at most its own
-``timeout`` (microseconds) or the config parameter ``bls_timeout_s`` (default 300), so a model
-that calls itself or a cycle of models fails the request instead of hanging forever.
+statistics as for any client) and posts the response back; a decoupled request
+(``exec(decoupled=True)``) gets every response of the target's stream, each marked final or not.
+Failures (unknown model, bad input) are answered as a response with an error, as Triton does.
+Each answer comes within the request's own ``timeout`` (microseconds) or the config parameter
+``bls_timeout_s`` (default 300), so a model that calls itself or a cycle of models fails the
+request instead of hanging forever.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -21,6 +24,7 @@ import numpy as np
 from serving.backends.python.channel import Channel, ChannelClosed, Tensors
 from serving.backends.python.error_codes import TRITON_CODES
 from serving.core.loading import InferHost
+from serving.core.streaming import StreamItem
 from serving.core.types import InferRequest, InferResponse, RequestedOutput
 from serving.errors import ErrorCode, InternalError, ServingError, UnavailableError
 
@@ -52,31 +56,40 @@ class BlsBridge:
         self._pool.shutdown(wait=False, cancel_futures=True)
 
     def _answer(self, channel: Channel, payload: dict[str, Any], tensors: Tensors) -> None:
-        outputs: list[tuple[str, np.ndarray[Any, Any]]] = []
-        try:
-            response = self._run(payload, tensors)
-            result: dict[str, Any] = {"error": None, "parameters": response.parameters}
-            outputs = list(response.outputs.items())
-        except ServingError as error:
-            result = _error(error)
-        except Exception as error:  # noqa: BLE001 - the model gets the error, the server goes on
-            logger.exception("BLS request from model '%s' failed", self.model_name)
-            result = _error(InternalError(f"{type(error).__name__}: {error}"))
-        result["call"] = payload["call"]
-        # NOTE: ChannelClosed: the model's process went away while its request ran.
-        with contextlib.suppress(ChannelClosed):
+        call = payload["call"]
+        for item, final in self._results(payload, tensors):
+            result, outputs = _encoded(item)
+            result.update(call=call, final=final)
             try:
                 channel.post("bls_result", result, outputs)
             except TypeError as error:  # an output dtype shared memory cannot carry
-                channel.post(
-                    "bls_result", {**_error(InternalError(str(error))), "call": result["call"]}, []
-                )
+                result, outputs = _encoded(InternalError(str(error)))
+                result.update(call=call, final=True)
+                with contextlib.suppress(ChannelClosed):
+                    channel.post("bls_result", result, outputs)
+                return
+            except ChannelClosed:
+                return  # the model's process went away while its request ran
 
-    def _run(self, payload: dict[str, Any], tensors: Tensors) -> InferResponse:
-        if self.host is None:
-            raise UnavailableError(
-                f"model '{self.model_name}' does not run inside a server: BLS is unavailable"
-            )
+    def _results(self, payload: dict[str, Any], tensors: Tensors) -> Iterator[StreamItem]:
+        """The answers to one request: one response, or a decoupled model's stream of them."""
+        try:
+            if self.host is None:
+                raise UnavailableError(
+                    f"model '{self.model_name}' does not run inside a server: BLS is unavailable"
+                )
+            request, timeout_s = self._request(payload, tensors)
+            if payload["decoupled"]:
+                yield from self.host.stream_from_thread(request, timeout_s)
+            else:
+                yield self.host.infer_from_thread(request, timeout_s), True
+        except ServingError as error:
+            yield error, True
+        except Exception as error:  # noqa: BLE001 - the model gets the error, the server goes on
+            logger.exception("BLS request from model '%s' failed", self.model_name)
+            yield InternalError(f"{type(error).__name__}: {error}"), True
+
+    def _request(self, payload: dict[str, Any], tensors: Tensors) -> tuple[InferRequest, float]:
         version = int(payload["model_version"])
         requested = payload["requested"]
         flags = int(payload["flags"])
@@ -93,8 +106,17 @@ class BlsBridge:
             sequence_start=bool(flags & _FLAG_START),
             sequence_end=bool(flags & _FLAG_END),
         )
-        timeout_s = timeout_us / 1e6 if timeout_us > 0 else self.timeout_s
-        return self.host(request, timeout_s)
+        return request, timeout_us / 1e6 if timeout_us > 0 else self.timeout_s
+
+
+def _encoded(
+    item: InferResponse | ServingError | None,
+) -> tuple[dict[str, Any], list[tuple[str, np.ndarray[Any, Any]]]]:
+    if isinstance(item, ServingError):
+        return _error(item), []
+    if item is None:  # only the final flag
+        return {"error": None, "parameters": {}, "empty": True}, []
+    return {"error": None, "parameters": item.parameters}, list(item.outputs.items())
 
 
 def _error(error: ServingError) -> dict[str, Any]:

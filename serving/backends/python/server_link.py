@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import itertools
 import json
+import queue
 import threading
+from collections.abc import Iterator
 from concurrent.futures import Future
 from typing import Any
 
@@ -19,6 +21,9 @@ from serving.backends.python import triton_python_backend_utils as pb_utils
 from serving.backends.python.channel import Channel, ChannelClosed, Tensors
 
 SERVER_GONE = "the server went away"
+
+# One answer to a BLS request: a response (None for only the final flag), and whether it is final.
+Answer = tuple[pb_utils.InferenceResponse | None, bool]
 
 
 def encode_response(
@@ -35,39 +40,27 @@ def encode_response(
 
 
 class ServerLink:
-    """The model process's way to the server: BLS requests out, their results back."""
+    """The model process's way to the server: BLS requests out, their answers back."""
 
     def __init__(self, channel: Channel) -> None:
         self._channel = channel
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
-        self._waiting: dict[int, Future[pb_utils.InferenceResponse]] = {}
+        # A request's waiter: a future for one response, a queue for a decoupled stream.
+        self._waiting: dict[int, Future[Answer] | queue.SimpleQueue[Answer]] = {}
 
-    def infer(self, request: pb_utils.InferenceRequest) -> Future[pb_utils.InferenceResponse]:
+    def infer(self, request: pb_utils.InferenceRequest) -> Future[Answer]:
         """Send a BLS request; the future resolves to its response (errors included, as Triton)."""
-        future: Future[pb_utils.InferenceResponse] = Future()
-        call = next(self._ids)
-        with self._lock:
-            self._waiting[call] = future
-        payload = {
-            "call": call,
-            "model_name": request.model_name(),
-            "model_version": request.model_version(),
-            "requested": request.requested_output_names(),
-            "id": request.request_id(),
-            "correlation_id": request.correlation_id(),
-            "flags": request.flags(),
-            "timeout": request.timeout(),
-            "parameters": json.loads(request.parameters()),
-        }
-        tensors = [(t.name(), t.as_numpy()) for t in request.inputs()]
-        try:
-            self._channel.post("bls", payload, tensors)
-        except ChannelClosed:
-            self._resolve(call, _error_response(SERVER_GONE))
-        except (TypeError, ValueError) as error:  # a tensor shared memory cannot carry
-            self._resolve(call, _error_response(str(error), pb_utils.TritonError.INVALID_ARG))
+        future: Future[Answer] = Future()
+        self._send(request, future, decoupled=False)
         return future
+
+    def stream(self, request: pb_utils.InferenceRequest) -> Iterator[pb_utils.InferenceResponse]:
+        """Send a BLS request now; iterate over every response the target sends (a flag-only
+        final one is not a response), waiting for each."""
+        answers: queue.SimpleQueue[Answer] = queue.SimpleQueue()
+        self._send(request, answers, decoupled=True)
+        return _responses(answers)
 
     def send(self, stream: int, response: pb_utils.InferenceResponse | None, flags: int) -> None:
         """One decoupled response (or only the final flag) for the request ``stream``."""
@@ -82,27 +75,73 @@ class ServerLink:
             ) from None
 
     def handle_result(self, payload: dict[str, Any], tensors: Tensors) -> None:
-        """The server's answer to a BLS request (on the channel's reader thread)."""
+        """One answer to a BLS request (on the channel's reader thread)."""
         error = payload["error"]
+        response: pb_utils.InferenceResponse | None = None
         if error is not None:
             response = _error_response(error[1], error[0])
-        else:
+        elif not payload.get("empty"):
             outputs = [pb_utils.Tensor(name, array) for name, array in tensors.items()]
             response = pb_utils.InferenceResponse(outputs, parameters=payload["parameters"])
-        self._resolve(payload["call"], response)
+        self._resolve(payload["call"], (response, payload["final"]))
 
     def fail_all(self) -> None:
         """The server went away: every waiting BLS request gets an error response."""
         with self._lock:
             calls = list(self._waiting)
         for call in calls:
-            self._resolve(call, _error_response(SERVER_GONE))
+            self._resolve(call, (_error_response(SERVER_GONE), True))
 
-    def _resolve(self, call: int, response: pb_utils.InferenceResponse) -> None:
+    def _send(
+        self,
+        request: pb_utils.InferenceRequest,
+        waiter: Future[Answer] | queue.SimpleQueue[Answer],
+        *,
+        decoupled: bool,
+    ) -> None:
+        call = next(self._ids)
         with self._lock:
-            future = self._waiting.pop(call, None)
-        if future is not None and not future.done():
-            future.set_result(response)
+            self._waiting[call] = waiter
+        payload = {
+            "call": call,
+            "decoupled": decoupled,
+            "model_name": request.model_name(),
+            "model_version": request.model_version(),
+            "requested": request.requested_output_names(),
+            "id": request.request_id(),
+            "correlation_id": request.correlation_id(),
+            "flags": request.flags(),
+            "timeout": request.timeout(),
+            "parameters": json.loads(request.parameters()),
+        }
+        tensors = [(t.name(), t.as_numpy()) for t in request.inputs()]
+        try:
+            self._channel.post("bls", payload, tensors)
+        except ChannelClosed:
+            self._resolve(call, (_error_response(SERVER_GONE), True))
+        except (TypeError, ValueError) as error:  # a tensor shared memory cannot carry
+            code = pb_utils.TritonError.INVALID_ARG
+            self._resolve(call, (_error_response(str(error), code), True))
+
+    def _resolve(self, call: int, answer: Answer) -> None:
+        with self._lock:
+            waiter = self._waiting.get(call)
+            if answer[1]:
+                self._waiting.pop(call, None)
+        if isinstance(waiter, Future):
+            if not waiter.done():
+                waiter.set_result(answer)
+        elif waiter is not None:
+            waiter.put(answer)
+
+
+def _responses(answers: queue.SimpleQueue[Answer]) -> Iterator[pb_utils.InferenceResponse]:
+    while True:
+        response, final = answers.get()
+        if response is not None:
+            yield response
+        if final:
+            return
 
 
 def _error_response(message: str, code: int = pb_utils.TritonError.INTERNAL) -> Any:

@@ -2,12 +2,13 @@
 
 A model's process registers this module under the name ``triton_python_backend_utils``, so an
 unchanged Triton ``model.py`` (``import triton_python_backend_utils as pb_utils``) runs here.
-Implemented: Tensor, InferenceRequest (with BLS: ``exec()`` and ``await async_exec()`` run a
-request on another model of the same server), InferenceResponse, the decoupled
+Implemented: Tensor, InferenceRequest (with BLS: ``exec()``, ``await async_exec()`` and, for any
+number of responses, ``exec(decoupled=True)`` / ``stream_exec()`` run a request on another model
+of the same server), InferenceResponse, the decoupled
 ``InferenceResponseSender``, TritonError, TritonModelException, the config helpers, the type
 converters, BYTES (de)serialisation, ModelConfig for ``auto_complete_config`` and Logger. Not
-supported (they raise ``TritonModelException`` saying so): decoupled BLS (``exec(decoupled=True)``),
-request rescheduling and model management from Python.
+supported (they raise ``TritonModelException`` saying so): request rescheduling and model
+management from Python.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import json
 import logging
 import struct
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -252,26 +253,35 @@ class InferenceRequest:
             self._sender = InferenceResponseSender(self._stream)
         return self._sender
 
-    def exec(self, decoupled: bool = False) -> InferenceResponse:
+    def exec(self, decoupled: bool = False) -> Any:
         """Run this request on ``model_name`` and wait for its response (BLS).
 
         Failures (unknown model, bad input, timeout) come back as a response with an error.
+        ``decoupled=True``: an iterator over every response the model sends (any number).
         """
-        result: InferenceResponse = _link_for_bls(decoupled).infer(self).result()
-        return result
+        if decoupled:
+            return self.stream_exec()
+        response, _ = _link_for_bls().infer(self).result()
+        return response
 
-    async def async_exec(self, decoupled: bool = False) -> InferenceResponse:
-        """``exec`` for an ``async def execute``: other coroutines run while this one waits."""
-        future = _link_for_bls(decoupled).infer(self)
-        result: InferenceResponse = await asyncio.wrap_future(future)
-        return result
+    def stream_exec(self) -> Iterator[InferenceResponse]:
+        """``exec(decoupled=True)``: each response as it arrives."""
+        stream: Iterator[InferenceResponse] = _link_for_bls().stream(self)
+        return stream
+
+    async def async_exec(self, decoupled: bool = False) -> Any:
+        """``exec`` for an ``async def execute``: other coroutines run while this one waits.
+
+        ``decoupled=True`` waits for the final response and returns an iterator over them all.
+        """
+        if decoupled:
+            stream = self.stream_exec()
+            return iter(await asyncio.get_running_loop().run_in_executor(None, list, stream))
+        response, _ = await asyncio.wrap_future(_link_for_bls().infer(self))
+        return response
 
 
-def _link_for_bls(decoupled: bool) -> Any:
-    if decoupled:
-        raise TritonModelException(
-            "decoupled BLS requests (exec(decoupled=True)) are not supported by this server"
-        )
+def _link_for_bls() -> Any:
     if _server_link is None:
         raise TritonModelException("BLS requests can only be made by a model the server runs")
     return _server_link

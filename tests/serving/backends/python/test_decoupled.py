@@ -79,6 +79,43 @@ instance_group { kind: KIND_CPU }
 model_transaction_policy { decoupled: true }
 """
 
+# Collects a decoupled model's responses through BLS: ``exec(decoupled=True)`` or, with the
+# parameter "async", ``await async_exec(decoupled=True)``; OUT is every value received.
+COLLECT = textwrap.dedent("""\
+    import json
+    import numpy as np
+    import triton_python_backend_utils as pb_utils
+
+
+    class TritonPythonModel:
+        async def execute(self, requests):
+            return [await self.collect(request) for request in requests]
+
+        async def collect(self, request):
+            params = json.loads(request.parameters())
+            bls = pb_utils.InferenceRequest(
+                model_name="repeat", inputs=[pb_utils.get_input_tensor_by_name(request, "IN")],
+                requested_output_names=["OUT"], parameters=params)
+            if params.get("async"):
+                responses = await bls.async_exec(decoupled=True)
+            else:
+                responses = bls.exec(decoupled=True)
+            values = []
+            for response in responses:
+                if response.has_error():
+                    return pb_utils.InferenceResponse(error=response.error())
+                values.extend(pb_utils.get_output_tensor_by_name(response, "OUT").as_numpy())
+            return pb_utils.InferenceResponse(
+                [pb_utils.Tensor("OUT", np.array(values, dtype=np.int32))])
+""")
+
+COLLECT_CONFIG = """
+backend: "python" max_batch_size: 0
+input { name: "IN" data_type: TYPE_INT32 dims: [1] }
+output { name: "OUT" data_type: TYPE_INT32 dims: [-1] }
+instance_group { kind: KIND_CPU }
+"""
+
 Answer = tuple[str, list[int], bool, str]  # request id, OUT, triton_final_response, error
 
 
@@ -88,6 +125,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServingProcess]
     dm.write_python_model(repo, "repeat", REPEAT, REPEAT_CONFIG)
     dm.write_python_model(repo, "repeat_crash", REPEAT, REPEAT_CONFIG)  # only the crash test's
     dm.write_onnx_add_sub(repo, "simple", dims=(16,), max_batch_size=8)
+    dm.write_python_model(repo, "collect", COLLECT, COLLECT_CONFIG)
     process = ServingProcess(folder_settings(repo)).start()
     yield process
     process.stop()
@@ -245,6 +283,30 @@ def test_unary_endpoints_refuse_a_decoupled_model(server: ServingProcess) -> Non
     assert info.value.message() == (
         "ModelInfer RPC doesn't support models with decoupled transaction policy"
     )
+
+
+def collect(server: ServingProcess, n: int, parameters: dict[str, Any]) -> list[int]:
+    client = httpclient.InferenceServerClient(server.http_url)
+    try:
+        tensor = httpclient.InferInput("IN", [1], "INT32")
+        tensor.set_data_from_numpy(np.array([n], dtype=np.int32))
+        out = client.infer("collect", [tensor], parameters=parameters).as_numpy("OUT")
+        return [] if out is None else out.tolist()
+    finally:
+        client.close()
+
+
+@pytest.mark.parametrize("mode", [{}, {"async": True}], ids=["exec", "async_exec"])
+def test_bls_with_decoupled_true_gets_every_response(
+    server: ServingProcess, mode: dict[str, Any]
+) -> None:
+    assert collect(server, 3, mode) == [30, 31, 32]
+    assert collect(server, 0, mode) == []
+
+
+def test_bls_with_decoupled_true_sees_the_error_the_model_sent(server: ServingProcess) -> None:
+    with pytest.raises(InferenceServerException, match="repeat refused"):
+        collect(server, 1, {"fail": True})
 
 
 def test_a_decoupled_model_passes_the_candidate_check_with_its_generated_warm_up(
