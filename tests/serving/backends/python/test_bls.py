@@ -13,6 +13,8 @@ import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
 from repository import demo_models as dm
+from serving.backends.python import shm
+from serving.backends.python.instance import PythonInstance
 from serving.main import ServingProcess
 from tests.serving.harness import folder_settings
 
@@ -176,3 +178,22 @@ def test_a_model_calling_itself_times_out_and_the_server_keeps_serving(
     assert "BLS failed: request for model 'bls_sync' timed out" in info.value.message()
     np.testing.assert_array_equal(http_infer(server, "bls_sync").as_numpy("OUTPUT1"), A - B)
     np.testing.assert_array_equal(grpc_infer(server, "bls_async").as_numpy("OUTPUT0"), A + B)
+
+
+def test_stopping_the_server_unlinks_the_segments_bls_used(tmp_path: Path) -> None:
+    dm.write_onnx_add_sub(tmp_path, "simple", dims=(16,), max_batch_size=8)
+    dm.write_python_model(tmp_path, "bls_sync", BLS_SYNC, MODEL_CONFIG)
+    process = ServingProcess(folder_settings(tmp_path)).start()
+    try:
+        np.testing.assert_array_equal(http_infer(process, "bls_sync").as_numpy("OUTPUT0"), A + B)
+        assert process.server is not None
+        (instance,) = process.server.models["bls_sync"].versions[1].instances
+        assert isinstance(instance, PythonInstance)
+        prefix = instance.shm_prefix
+        names = shm.leftover(prefix)
+        # execute's two regions, and one per direction for the BLS request and its answer
+        assert {name[len(prefix)] for name in names} == {"i", "o", "b"}, names
+        assert any(name.startswith(prefix + "os") for name in names), names
+    finally:
+        process.stop()
+    assert shm.leftover(prefix) == []
