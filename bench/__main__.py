@@ -16,7 +16,7 @@ from pathlib import Path
 import django
 
 from bench import perf_analyzer, raw_onnx, report
-from bench.server import serving
+from bench.server import serving, transport_floor
 
 MLP_CONFIG = """
 name: "mlp"
@@ -38,39 +38,58 @@ def _demo_models():  # type: ignore[no-untyped-def]
 
 
 def protocol_suite(*, quick: bool) -> None:
-    """Identity model at concurrency 1 over HTTP (binary) and gRPC, beside raw ONNX Runtime."""
+    """Identity model at concurrency 1 over HTTP (binary) and gRPC, beside the transport floor
+    (an echo model on the same HTTP and gRPC stacks) and raw ONNX Runtime."""
     demo_models = _demo_models()
+    rounds = 1 if quick else 3
     with tempfile.TemporaryDirectory() as folder:
         repo = Path(folder)
         demo_models.write_onnx_identity(repo, name="identity", dtype="FP32", max_batch_size=8)
         model_file = repo / "identity" / "1" / "model.onnx"
         raw = raw_onnx.measure(model_file, batch_size=1, seconds=2 if quick else 5)
-        rows = []
-        results: list[perf_analyzer.LoadResult] = []
-        with serving(repo) as addresses:
-            for protocol in ("http", "grpc"):
-                result = perf_analyzer.run_load(
-                    model="identity", protocol=protocol, url=addresses[protocol], concurrency=1,
-                    shape="INPUT0:16", measurement_ms=2000 if quick else 5000,
-                )
-                results.append(result)
-                rows.append([
-                    protocol.upper(), f"{result.p50_us:.0f}", f"{result.p99_us:.0f}",
-                    f"{result.throughput_per_s:.0f}{report.mark(result)}", f"{raw.p50_us:.0f}",
-                    f"{result.throughput_per_s / raw.inferences_per_s:.3f}",
-                ])
+        served: dict[str, list[perf_analyzer.LoadResult]] = {"http": [], "grpc": []}
+        floor: dict[str, list[perf_analyzer.LoadResult]] = {"http": [], "grpc": []}
+        # NOTE: rounds alternate Portico and the floor so that a noisy spell hits both alike.
+        for _ in range(rounds):
+            for target, results in ((serving(repo), served), (transport_floor(), floor)):
+                with target as addresses:
+                    for protocol in ("http", "grpc"):
+                        results[protocol].append(perf_analyzer.run_load(
+                            model="identity", protocol=protocol, url=addresses[protocol],
+                            concurrency=1, shape="INPUT0:16",
+                            measurement_ms=2000 if quick else 4000,
+                        ))  # fmt: skip
+    rows = []
+    for protocol in ("http", "grpc"):
+        ours, base = _median_run(served[protocol]), _median_run(floor[protocol])
+        rows.append([
+            protocol.upper(), f"{ours.p50_us:.0f}", f"{base.p50_us:.0f}",
+            f"{ours.p50_us - base.p50_us:.0f}", f"{ours.p99_us:.0f}",
+            f"{ours.throughput_per_s:.0f}{report.mark(ours)}", f"{raw.p50_us:.0f}",
+            f"{ours.throughput_per_s / raw.inferences_per_s:.3f}",
+        ])  # fmt: skip
+    everything = [r for results in (*served.values(), *floor.values()) for r in results]
     body = "\n\n".join([
         "### Request path: identity model (FP32 [1,16]), concurrency 1",
         report.machine_line(),
         report.table(
-            ["protocol", "served p50 µs", "served p99 µs", "served infer/s",
-             "raw ORT p50 µs", "served ÷ raw ORT throughput"],
+            ["protocol", "served p50 µs", "floor p50 µs", "Portico adds µs", "served p99 µs",
+             "served infer/s", "raw ORT p50 µs", "served ÷ raw ORT throughput"],
             rows,
         ),
-        report.unstable_note(results),
+        f"Median of {rounds} alternating round(s). The floor is `bench/transport_floor.py`: an "
+        "echo model on the same HTTP stack (uvicorn, httptools, uvloop, a raw ASGI app) and the "
+        "same gRPC stack (grpc.aio), with no scheduler, backend or statistics. It is what no "
+        "server built on these libraries can go under on this machine; \"Portico adds\" is "
+        "served minus floor.",
+        report.unstable_note(everything),
         "Reproduce: `PERF_ANALYZER=/path/to/perf_analyzer python -m bench protocol`",
-    ])
+    ])  # fmt: skip
     report.write_section("protocol", body)
+
+
+def _median_run(results: list[perf_analyzer.LoadResult]) -> perf_analyzer.LoadResult:
+    return sorted(results, key=lambda r: r.p50_us)[len(results) // 2]
 
 
 BATCHING_VARIANTS = {

@@ -1,4 +1,4 @@
-"""Start a Portico serving process on a Triton folder for a benchmark, and stop it afterwards."""
+"""Start a Portico serving process (or the transport floor) for a benchmark, and stop it after."""
 
 from __future__ import annotations
 
@@ -32,17 +32,35 @@ def serving(model_repository: Path, *, startup_timeout_s: float = 120) -> Iterat
         "--grpc-port", str(grpc_port),
         "--metrics-port", str(metrics_port),
     ]
-    process = subprocess.Popen(
-        command, cwd=ROOT, env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
-    try:
-        _wait_ready(f"http://127.0.0.1:{http_port}/v2/health/ready", process, startup_timeout_s)
+    with _running(command, http_port, startup_timeout_s):
         yield {
             "http": f"127.0.0.1:{http_port}",
             "grpc": f"127.0.0.1:{grpc_port}",
             "metrics": f"127.0.0.1:{metrics_port}",
         }
+
+
+@contextlib.contextmanager
+def transport_floor(*, startup_timeout_s: float = 60) -> Iterator[dict[str, str]]:
+    """Run `bench.transport_floor` (an echo model on the same stacks) and yield its addresses."""
+    http_port, grpc_port = free_port(), free_port()
+    command = [
+        sys.executable, "-m", "bench.transport_floor",
+        "--http-port", str(http_port), "--grpc-port", str(grpc_port),
+    ]  # fmt: skip
+    with _running(command, http_port, startup_timeout_s):
+        yield {"http": f"127.0.0.1:{http_port}", "grpc": f"127.0.0.1:{grpc_port}"}
+
+
+@contextlib.contextmanager
+def _running(command: list[str], http_port: int, startup_timeout_s: float) -> Iterator[None]:
+    process = subprocess.Popen(
+        command, cwd=ROOT, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        _wait_ready(f"http://127.0.0.1:{http_port}/v2/health/ready", process, startup_timeout_s)
+        yield
     finally:
         process.terminate()
         try:
