@@ -1,7 +1,7 @@
 """A Python model's BLS requests, run on the server the model is loaded in.
 
-The channel's reader hands each request over with its tensors already copied out; a small pool of
-threads turns it into an ``InferRequest``, runs it through the server's own ``infer`` (the
+The channel's reader hands each request over with its tensors already copied out; a thread of its
+own turns it into an ``InferRequest``, runs it through the server's own ``infer`` (the
 ``infer_host`` the server core gave the instance: the target model's scheduler, batching and
 statistics as for any client) and posts the response back; a decoupled request
 (``exec(decoupled=True)``) gets every response of the target's stream, each marked final or not.
@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import threading
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -31,7 +31,6 @@ from serving.errors import ErrorCode, InternalError, ServingError, UnavailableEr
 logger = logging.getLogger(__name__)
 
 DEFAULT_BLS_TIMEOUT_S = 300.0
-MAX_CONCURRENT_CALLS = 32
 _FLAG_START = 1
 _FLAG_END = 2
 
@@ -43,17 +42,24 @@ class BlsBridge:
         self.model_name = model_name
         self.host = host
         self.timeout_s = timeout_s
-        self._pool = ThreadPoolExecutor(
-            max_workers=MAX_CONCURRENT_CALLS, thread_name_prefix=f"bls-{model_name}"
-        )
+        self._closed = False
 
     def submit(self, channel: Channel, payload: dict[str, Any], tensors: Tensors) -> None:
-        """Answer one request later (called on the channel's reader thread: never blocks)."""
-        with contextlib.suppress(RuntimeError):  # shut down: the instance is unloading
-            self._pool.submit(self._answer, channel, payload, tensors)
+        """Answer one request on a thread of its own (called on the channel's reader thread,
+        which must never block)."""
+        if self._closed:
+            return
+        # NOTE: daemon threads: one waiting on a server that stopped must not hold up the exit.
+        threading.Thread(
+            target=self._answer,
+            args=(channel, payload, tensors),
+            name=f"bls-{self.model_name}",
+            daemon=True,
+        ).start()
 
     def close(self) -> None:
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        """Take no more requests (the instance is unloading); running ones end on their own."""
+        self._closed = True
 
     def _answer(self, channel: Channel, payload: dict[str, Any], tensors: Tensors) -> None:
         call = payload["call"]

@@ -127,12 +127,12 @@ class PythonInstance(ModelInstance):
         with self._lock:
             child, self._child = self._child, None
             self._healthy = False
+            self._bls.close()
+            self._end_streams("was unloaded")
             if child is not None:
                 with contextlib.suppress(ProcessGone):
                     child.request("finalize", None, FINALIZE_TIMEOUT_S)
                 child.close()
-            self._bls.close()
-            self._end_streams("was unloaded")
             self._release_memory()
 
     @property
