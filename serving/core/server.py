@@ -234,6 +234,7 @@ class InferenceServer:
             lv.leave()
             if not ended:  # the client went away: a request still queued need not run
                 run.cancel()
+                stream.cancel()
 
     def infer_from_thread(self, request: InferRequest, timeout_s: float) -> InferResponse:
         """``infer`` for a caller on another thread (a Python model's BLS request).

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 from serving.core.types import InferResponse
 from serving.errors import ServingError
@@ -24,6 +24,15 @@ class ResponseStream:
     def __init__(self) -> None:
         self._loop = asyncio.get_running_loop()
         self._queue: asyncio.Queue[StreamItem] = asyncio.Queue()
+        self.cancelled = False
+        # Set by the backend running the request: tell the model its client went away.
+        self.on_cancel: Callable[[], None] | None = None
+
+    def cancel(self) -> None:
+        """The client stopped reading before the final response (on the loop)."""
+        self.cancelled = True
+        if self.on_cancel is not None:
+            self.on_cancel()
 
     def put(self, item: InferResponse | ServingError | None, *, final: bool) -> None:
         """Queue one item; safe from any thread. Items after the final one are never read."""

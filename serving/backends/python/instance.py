@@ -16,6 +16,7 @@ its own threads; those reach the request's ``ResponseStream`` until the model se
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import json
 import logging
@@ -38,7 +39,7 @@ from serving.backends.artifacts import model_file
 from serving.backends.base import ExecuteResult, ModelInstance
 from serving.backends.python import shm
 from serving.backends.python.bls import DEFAULT_BLS_TIMEOUT_S, BlsBridge
-from serving.backends.python.channel import Tensors
+from serving.backends.python.channel import ChannelClosed, Tensors
 from serving.backends.python.config_json import config_to_dict
 from serving.backends.python.error_codes import ERROR_CODES
 from serving.backends.python.process import ModelProcess, ProcessGone
@@ -255,10 +256,22 @@ class PythonInstance(ModelInstance):
         ids = []
         with self._streams_lock:
             for request, desc in zip(batch, message["requests"], strict=True):
-                ids.append(next(self._stream_ids))
-                self._streams[ids[-1]] = request
-                desc["stream"] = ids[-1]
+                stream = next(self._stream_ids)
+                self._streams[stream] = request
+                desc["stream"] = stream
+                ids.append(stream)
+                if request.responses is not None:
+                    request.responses.on_cancel = functools.partial(self._cancel_stream, stream)
         return ids
+
+    def _cancel_stream(self, stream: int) -> None:
+        """The client went away (on the loop): drop what follows, tell the model it may stop."""
+        with self._streams_lock:
+            self._streams.pop(stream, None)
+        child = self._child
+        if child is not None:
+            # NOTE: off the loop: the socket may be busy with a large execute message.
+            threading.Thread(target=_send_quietly, args=(child, stream), daemon=True).start()
 
     def _close_streams(self, ids: list[int]) -> None:
         """Forget streams whose execute failed (the server core ends them with that error)."""
@@ -424,6 +437,11 @@ class PythonInstance(ModelInstance):
         self._inputs.close()
         self._outputs.close()
         shm.unlink_prefixed(self._prefix)
+
+
+def _send_quietly(child: ModelProcess, stream: int) -> None:
+    with contextlib.suppress(ChannelClosed):
+        child.channel.send("cancel", stream)
 
 
 def _model_error(error: tuple[int, str]) -> ServingError:

@@ -48,6 +48,7 @@ class ServerLink:
         self._lock = threading.Lock()
         # A request's waiter: a future for one response, a queue for a decoupled stream.
         self._waiting: dict[int, Future[Answer] | queue.SimpleQueue[Answer]] = {}
+        self._cancelled: set[int] = set()  # streams whose client went away
 
     def infer(self, request: pb_utils.InferenceRequest) -> Future[Answer]:
         """Send a BLS request; the future resolves to its response (errors included, as Triton)."""
@@ -65,6 +66,8 @@ class ServerLink:
     def send(self, stream: int, response: pb_utils.InferenceResponse | None, flags: int) -> None:
         """One decoupled response (or only the final flag) for the request ``stream``."""
         item, tensors = (None, []) if response is None else encode_response(response)
+        if flags & pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL:
+            self._cancelled.discard(stream)
         try:
             self._channel.post(
                 "response", {"stream": stream, "flags": flags, "item": item}, tensors
@@ -73,6 +76,13 @@ class ServerLink:
             raise pb_utils.TritonModelException(
                 f"Unable to send the response: {SERVER_GONE}"
             ) from None
+
+    def cancelled(self, stream: int) -> None:
+        """The client of the decoupled request ``stream`` went away (on the reader thread)."""
+        self._cancelled.add(stream)
+
+    def is_cancelled(self, stream: int) -> bool:
+        return stream in self._cancelled
 
     def handle_result(self, payload: dict[str, Any], tensors: Tensors) -> None:
         """One answer to a BLS request (on the channel's reader thread)."""

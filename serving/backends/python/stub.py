@@ -128,6 +128,8 @@ class Stub:
     def _received(self, kind: str, payload: Any, tensors: Tensors) -> None:
         if kind == "bls_result":
             self.link.handle_result(payload, tensors)
+        elif kind == "cancel":
+            self.link.cancelled(payload)
         else:
             self.commands.put((kind, payload))
 

@@ -233,7 +233,8 @@ class InferenceRequest:
         return self._model_version
 
     def is_cancelled(self) -> bool:
-        return False
+        """True once the client of this (decoupled) request went away."""
+        return _stream_cancelled(self._stream)
 
     def trace(self) -> None:
         return None
@@ -323,7 +324,12 @@ class InferenceResponseSender:
                 self._closed = True
 
     def is_cancelled(self) -> bool:
-        return False
+        """True once the client went away: the model may stop producing responses."""
+        return _stream_cancelled(self._stream)
+
+
+def _stream_cancelled(stream: int | None) -> bool:
+    return stream is not None and _server_link is not None and _server_link.is_cancelled(stream)
 
 
 class InferenceResponse:

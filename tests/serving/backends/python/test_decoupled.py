@@ -24,13 +24,15 @@ pytestmark = [pytest.mark.embedded, pytest.mark.timeout(180)]
 
 # Like Triton's repeat example: IN = [n] gets n responses OUT = [n*10 + i], then the final flag
 # alone. Parameters: "fail" sends an error response; "raise" fails execute; "crash" kills the
-# model's process; "defer" keeps the
+# model's process; "until_cancelled" sends from a thread until the client goes away, and "report"
+# answers 1 once the model has seen that; "defer" keeps the
 # sender and returns; a later request with "release" answers the deferred one from a thread
 # the model starts, after the deferred request's execute has long returned.
 REPEAT = textwrap.dedent("""\
     import json
     import os
     import threading
+    import time
     import numpy as np
     import triton_python_backend_utils as pb_utils
 
@@ -47,6 +49,15 @@ REPEAT = textwrap.dedent("""\
     class TritonPythonModel:
         def initialize(self, args):
             self.deferred = []
+            self.saw_cancel = threading.Event()
+
+        def until_cancelled(self, sender):
+            while not sender.is_cancelled():
+                sender.send(pb_utils.InferenceResponse(
+                    [pb_utils.Tensor("OUT", np.array([7], dtype=np.int32))]))
+                time.sleep(0.01)
+            self.saw_cancel.set()
+            sender.send(flags=FINAL)
 
         def execute(self, requests):
             for request in requests:
@@ -55,6 +66,14 @@ REPEAT = textwrap.dedent("""\
                 sender = request.get_response_sender()
                 if params.get("crash"):
                     os._exit(3)
+                if params.get("until_cancelled"):
+                    threading.Thread(target=self.until_cancelled, args=(sender,)).start()
+                    continue
+                if params.get("report"):
+                    seen = self.saw_cancel.wait(60)
+                    out = pb_utils.Tensor("OUT", np.array([int(seen)], dtype=np.int32))
+                    sender.send(pb_utils.InferenceResponse([out]), flags=FINAL)
+                    continue
                 if params.get("raise"):
                     raise pb_utils.TritonModelException("repeat blew up")
                 if params.get("fail"):
@@ -124,6 +143,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServingProcess]
     repo: Path = tmp_path_factory.mktemp("decoupled")
     dm.write_python_model(repo, "repeat", REPEAT, REPEAT_CONFIG)
     dm.write_python_model(repo, "repeat_crash", REPEAT, REPEAT_CONFIG)  # only the crash test's
+    dm.write_python_model(repo, "repeat_cancel", REPEAT, REPEAT_CONFIG)  # only the cancel test's
     dm.write_onnx_add_sub(repo, "simple", dims=(16,), max_batch_size=8)
     dm.write_python_model(repo, "collect", COLLECT, COLLECT_CONFIG)
     process = ServingProcess(folder_settings(repo)).start()
@@ -247,6 +267,21 @@ def test_a_crash_ends_the_open_streams_with_an_error(server: ServingProcess) -> 
     assert len(answers) == 2
     # Both end with UNAVAILABLE naming the exit, whichever notices the crash first.
     assert all("exited with code 3" in error for *_, error in answers)
+
+
+def test_the_model_sees_its_client_go_away(server: ServingProcess) -> None:
+    answers: queue.SimpleQueue[Any] = queue.SimpleQueue()
+    with grpcclient.InferenceServerClient(server.grpc_url) as client:
+        client.start_stream(callback=lambda result, error: answers.put((result, error)))
+        tensor = grpcclient.InferInput("IN", [1], "INT32")
+        tensor.set_data_from_numpy(np.array([1], dtype=np.int32))
+        client.async_stream_infer("repeat_cancel", [tensor], parameters={"until_cancelled": True})
+        result, error = answers.get(timeout=60)  # the model is streaming
+        assert error is None and result.as_numpy("OUT").tolist() == [7]
+        client.stop_stream(cancel_requests=True)
+    report = stream(server, [{"n": 1, "request_id": "r", "model": "repeat_cancel",
+                              "parameters": {"report": True}}])  # fmt: skip
+    assert report == [("r", [1], True, "")]
 
 
 def test_a_model_that_is_not_decoupled_answers_once_marked_final(server: ServingProcess) -> None:
