@@ -76,10 +76,15 @@ class Channel:
         post_id = next(self._post_ids)
         acked = threading.Event()
         with self._side_lock:
-            if self.closed:
-                raise ChannelClosed("the peer went away")
-            descs = self._side.write(tensors)
             self._acks[post_id] = acked
+            if self.closed:  # NOTE: checked after registering: the reader wakes every waiter
+                self._acks.pop(post_id, None)
+                raise ChannelClosed("the peer went away")
+            try:
+                descs = self._side.write(tensors)
+            except BaseException:
+                self._acks.pop(post_id, None)
+                raise
             try:
                 with self._send_lock:
                     self.conn.send(("post", (kind, post_id, payload, self._side.name, descs)))
@@ -124,12 +129,17 @@ class Channel:
 
     def _received_post(self, message: tuple[str, int, Any, str, list[shm.TensorDesc]]) -> None:
         kind, post_id, payload, region, descs = message
-        tensors = self._peer.read(region, descs)
+        try:
+            tensors: Tensors | None = self._peer.read(region, descs)
+        except Exception:  # the poster still gets its ack; the message is lost, not the channel
+            logger.exception("reading the tensors of a '%s' message failed", kind)
+            tensors = None
         try:
             self.send("ack", post_id)
         except ChannelClosed:
             return
-        self._dispatch(kind, payload, tensors)
+        if tensors is not None:
+            self._dispatch(kind, payload, tensors)
 
     def _dispatch(self, kind: str, payload: Any, tensors: Tensors) -> None:
         try:
