@@ -25,9 +25,9 @@ pytestmark = [pytest.mark.embedded, pytest.mark.timeout(180)]
 # Like Triton's repeat example: IN = [n] gets n responses OUT = [n*10 + i], then the final flag
 # alone. Parameters: "fail" sends an error response; "raise" fails execute; "crash" kills the
 # model's process; "until_cancelled" sends from a thread until the client goes away, and "report"
-# answers 1 once the model has seen that; "defer" keeps the
-# sender and returns; a later request with "release" answers the deferred one from a thread
-# the model starts, after the deferred request's execute has long returned.
+# answers 1 once the model has seen that; "defer" keeps the sender and returns; a later request
+# with "release" answers the deferred one from a thread the model starts, after the deferred
+# request's execute has long returned.
 REPEAT = textwrap.dedent("""\
     import json
     import os
