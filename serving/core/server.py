@@ -65,6 +65,7 @@ EXTENSIONS = (
     "binary_tensor_data",
     "parameters",
     "statistics",
+    "generate",
 )
 
 

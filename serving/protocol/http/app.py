@@ -7,7 +7,6 @@ the status from ``serving.protocol.errors.HTTP_STATUS``.
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import binascii
 import importlib
@@ -29,14 +28,13 @@ from serving.protocol.binary_codec import (
 )
 from serving.protocol.config_json import config_to_json
 from serving.protocol.errors import HTTP_STATUS
-from serving.protocol.http import compression
+from serving.protocol.http import compression, generate
+from serving.protocol.http.disconnect import ClientDisconnected, Message, Receive, until_disconnect
 from serving.protocol.json_codec import decode_infer_request, encode_infer_response, parse_json
 
 logger = logging.getLogger("serving.http")
 
 Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 
 _JSON = b"application/json"
@@ -55,10 +53,6 @@ class HttpError(Exception):
         super().__init__(message)
         self.status = status
         self.message = message
-
-
-class ClientDisconnected(Exception):
-    """The client closed the connection before its answer was ready; nothing is sent."""
 
 
 class HttpApp:
@@ -141,6 +135,16 @@ class HttpApp:
         if action == "infer":
             _allow(method, "POST")
             return await self._infer(name, version, receive, send, headers)
+        if action in ("generate", "generate_stream"):
+            _allow(method, "POST")
+            body = await self._json_body(receive, headers)
+            signature = self.server.resolve(name, version).signature
+            request = generate.decode_request(body, signature, model_name=name,
+                                              model_version=version)  # fmt: skip
+            if action == "generate_stream":
+                return await until_disconnect(generate.stream(self.server, request, send), receive)
+            response = await until_disconnect(generate.one_response(self.server, request), receive)
+            return await _send(send, 200, generate.encode_response(response), _JSON)
         if action == "":
             _allow(method, "GET")
             return await _send_json(send, self.server.model_metadata(name, version))
@@ -193,7 +197,8 @@ class HttpApp:
             if header_length == HEADER_LENGTH_MISSING and _has_binary_inputs(header):
                 raise _missing_header_length()
             request = decode_infer_request(header, binary, model_name=name, model_version=version)
-        response = await self._infer_until_disconnect(request, receive)
+        infer = self.server.infer(request, decoupled_error=DECOUPLED_HTTP)
+        response = await until_disconnect(infer, receive)
         json_body, parts, any_binary = encode_infer_response(response, request)
         out_headers: list[tuple[bytes, bytes]] = []
         if any_binary:
@@ -206,33 +211,6 @@ class HttpApp:
                 payload = compressed
                 out_headers.append((b"content-encoding", encoding))
         await _send(send, 200, payload, _OCTET if any_binary else _JSON, out_headers)
-
-    async def _infer_until_disconnect(self, request: InferRequest, receive: Receive) -> Any:
-        """``server.infer``, cancelled if the client goes away before the answer.
-
-        NOTE: once the body is read, the ASGI server answers ``receive()`` only when the client
-        disconnects. Cancelling the infer then lets the scheduler drop a still-queued request
-        (counted CANCELED) instead of running it for nobody; a batch already executing is
-        unharmed. One small task per request watches for that.
-        """
-        infer_task = asyncio.current_task()
-        assert infer_task is not None
-        watcher = asyncio.ensure_future(receive())
-
-        def cancel_on_disconnect(done: asyncio.Future[Message]) -> None:
-            gone = not done.cancelled() and done.exception() is None
-            if gone and done.result().get("type") == "http.disconnect":
-                infer_task.cancel()
-
-        watcher.add_done_callback(cancel_on_disconnect)
-        try:
-            return await self.server.infer(request, decoupled_error=DECOUPLED_HTTP)
-        except asyncio.CancelledError:
-            if watcher.done() and not watcher.cancelled() and infer_task.uncancel() == 0:
-                raise ClientDisconnected from None
-            raise
-        finally:
-            watcher.cancel()
 
     def _raw_request(self, name: str, version: int | None, body: bytes) -> InferRequest:
         lv = self.server.resolve(name, version)
