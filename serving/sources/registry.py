@@ -58,6 +58,7 @@ class RegistrySource:
         self._promoted: dict[str, Any] = {}
         self._apply_lock = asyncio.Lock()
         self._listening = threading.Event()
+        self._endpoints_known = asyncio.Event()
         root = settings.cache_dir or Path(tempfile.gettempdir()) / "portico-serving-cache"
         self.cache = BlobCache(Path(root), self._open_blob)
 
@@ -104,6 +105,7 @@ class RegistrySource:
             if host in ("0.0.0.0", "::", ""):
                 host = socket.gethostname()
             self.http_url = f"http://{host}:{http_port}"
+        self._endpoints_known.set()
 
     # -- following the registry ----------------------------------------------------------------
 
@@ -272,6 +274,12 @@ class RegistrySource:
                     time.sleep(5)
 
     async def _heartbeat_forever(self) -> None:
+        # The first heartbeat waits (a while) for the bound ports, so that the registry never
+        # lists this replica without the URL the console reaches it by.
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(
+                self._endpoints_known.wait(), timeout=self.settings.heartbeat_interval_s
+            )
         while True:
             try:
                 await self.heartbeat()
