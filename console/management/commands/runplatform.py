@@ -106,12 +106,18 @@ def _relay_output(name: str, stream: IO[bytes]) -> None:
 
 
 def _stop_all(processes: dict[str, subprocess.Popen[bytes]]) -> None:
+    """SIGTERM everything and wait (30 s at most); a second Ctrl-C or SIGTERM kills at once."""
     for process in processes.values():
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGTERM)
     deadline = time.monotonic() + 30
-    for process in processes.values():
-        try:
-            process.wait(timeout=max(0.1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
+    try:
+        for process in processes.values():
+            try:
+                process.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+    except KeyboardInterrupt:
+        for process in processes.values():
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGKILL)

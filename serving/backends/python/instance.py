@@ -338,6 +338,10 @@ class PythonInstance(ModelInstance):
                 # NOTE: a model's print() goes to stderr: stdout may be a protocol (serving.check).
                 stdout=2,
                 env=env,
+                # Its own session: a Ctrl-C or a signal to the server's process group must not kill
+                # the model under a draining server (which would restart it); the server finalises
+                # it on unload, and the stub exits by itself if the server dies.
+                start_new_session=True,
             )
         finally:
             child_sock.close()
