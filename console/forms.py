@@ -8,6 +8,10 @@ from typing import Any
 from django import forms
 
 from console.permissions import ROLES
+from repository.models import Role
+from repository.services.tokens import DEFAULT_EXPIRY_DAYS
+
+INVOKER = Role.INVOKER.value
 
 
 class GoldenRecordForm(forms.Form):
@@ -48,10 +52,22 @@ class TokenCreateForm(forms.Form):
     """A new API token for a user, with a role no higher than the user's own."""
 
     name = forms.CharField(max_length=128)
-    role = forms.ChoiceField(choices=[(r, r) for r in ROLES])
+    role = forms.ChoiceField(choices=[(r, r) for r in (*ROLES, INVOKER)])
     username = forms.CharField(
         max_length=150, required=False, help_text="Leave empty for a token of your own."
     )
+    models = forms.CharField(
+        max_length=2000, required=False, help_text="Invoker: models it may call, comma-separated."
+    )
+    expires_days = forms.IntegerField(min_value=1, required=False)
+    rate_limit_rps = forms.FloatField(required=False, min_value=0.001)
+    max_concurrency = forms.IntegerField(required=False, min_value=1)
+
+    def clean_expires_days(self) -> int:
+        return self.cleaned_data["expires_days"] or DEFAULT_EXPIRY_DAYS
+
+    def clean_models(self) -> list[str]:
+        return [m.strip() for m in self.cleaned_data["models"].split(",") if m.strip()]
 
 
 class EventFilterForm(forms.Form):

@@ -178,11 +178,20 @@ class TokenOutranksUserError(RegistryError):
         )
 
 
+class TokenSettingsError(RegistryError):
+    """A token's scope, quotas or expiry that cannot hold (every problem listed)."""
+
+    code = "invalid_token_settings"
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("; ".join(problems), problems=problems)
+
+
 class TokenInvalidError(RegistryError):
     code = "invalid_token"
 
     def __init__(self) -> None:
-        super().__init__("the API token is unknown or revoked")
+        super().__init__("the API token is unknown, revoked or expired")
 
 
 class BlobIntegrityError(RegistryError):

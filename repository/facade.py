@@ -13,15 +13,20 @@ from typing import Any, BinaryIO
 from django.db import transaction
 
 from repository import blobs, selectors, services
-from repository.models import ModelVersion, VersionState
+from repository.console_key import CONSOLE_TOKEN_PREFIX, console_inference_key
+from repository.models import ApiToken, ModelVersion, VersionState
 from repository.services.revision import REVISION_CHANNEL
+from repository.services.tokens import api_token_hash
 
 __all__ = [
     "REVISION_CHANNEL",
+    "AccessSnapshot",
     "BlobRef",
+    "InferenceToken",
     "RegistrySnapshot",
     "ReplicaInfo",
     "ServableVersion",
+    "access_snapshot",
     "blob_open",
     "live_replicas",
     "replica_heartbeat",
@@ -61,6 +66,33 @@ class RegistrySnapshot:
 
 
 @dataclasses.dataclass(frozen=True)
+class InferenceToken:
+    """A token as serving checks it: its key's sha256, what it may call, until when, how fast.
+
+    ``models`` None means every model; ``may_infer`` False lets it read metadata only.
+    ``token_id`` 0 is the console's own key (it has no row).
+    """
+
+    token_id: int
+    prefix: str
+    key_hash: str
+    models: tuple[str, ...] | None
+    may_infer: bool
+    expires_at: datetime | None
+    rate_limit_rps: float | None
+    max_concurrency: int | None
+
+
+@dataclasses.dataclass(frozen=True)
+class AccessSnapshot:
+    """Every token that authenticates at ``revision`` (revoked, expired and inactive users' are
+    left out)."""
+
+    revision: int
+    tokens: tuple[InferenceToken, ...]
+
+
+@dataclasses.dataclass(frozen=True)
 class ReplicaInfo:
     """A serving replica's latest heartbeat."""
 
@@ -92,6 +124,18 @@ def serving_snapshot() -> RegistrySnapshot:
     return RegistrySnapshot(revision=revision, promoted=promoted, loadable=loadable)
 
 
+def access_snapshot() -> AccessSnapshot:
+    """The token table serving checks requests against, read in one transaction."""
+    with transaction.atomic():
+        revision = services.serving_revision_current()
+        tokens = [_inference_token(t) for t in selectors.api_token_live_list()]
+    console = InferenceToken(
+        token_id=0, prefix=CONSOLE_TOKEN_PREFIX, key_hash=api_token_hash(console_inference_key()),
+        models=None, may_infer=True, expires_at=None, rate_limit_rps=None, max_concurrency=None,
+    )  # fmt: skip
+    return AccessSnapshot(revision=revision, tokens=(*tokens, console))
+
+
 def blob_open(sha256: str) -> BinaryIO:
     """Open a stored blob for reading."""
     return blobs.blob_open(sha256)
@@ -105,8 +149,12 @@ def replica_heartbeat(
     started_at: datetime,
     versions: list[dict[str, Any]],
     last_error: str,
+    token_use: dict[int, datetime] | None = None,
 ) -> None:
-    """Record a replica's heartbeat (see ``repository.services.replica_heartbeat``)."""
+    """Record a replica's heartbeat (see ``repository.services.replica_heartbeat``) and when it
+    last saw each token (``token_use``: token id -> time)."""
+    if token_use:
+        services.api_tokens_mark_used(used={k: v for k, v in token_use.items() if k})
     services.replica_heartbeat(
         replica_id=replica_id,
         address=address,
@@ -131,6 +179,15 @@ def live_replicas(max_age_s: float = selectors.LIVE_REPLICA_MAX_AGE_S) -> list[R
         )
         for r in selectors.replica_list(max_age_s=max_age_s)
     ]
+
+
+def _inference_token(token: ApiToken) -> InferenceToken:
+    models, may_infer = selectors.api_token_inference_scope(token)
+    return InferenceToken(
+        token_id=token.pk, prefix=token.prefix, key_hash=token.key_hash, models=models,
+        may_infer=may_infer, expires_at=token.expires_at, rate_limit_rps=token.rate_limit_rps,
+        max_concurrency=token.max_concurrency,
+    )  # fmt: skip
 
 
 def _servable(version: ModelVersion) -> ServableVersion:

@@ -47,11 +47,16 @@ def token_list(request: HttpRequest) -> HttpResponse:
 
 def _create(request: HttpRequest, form: TokenCreateForm, user: Any) -> dict[str, Any] | None:
     try:
+        data = form.cleaned_data
         token, key = api_token_create(
             user=user,
-            role=form.cleaned_data["role"],
-            name=form.cleaned_data["name"],
+            role=data["role"],
+            name=data["name"],
             actor=request.user,
+            models=data["models"],
+            expires_days=data["expires_days"],
+            rate_limit_rps=data["rate_limit_rps"],
+            max_concurrency=data["max_concurrency"],
         )
     except RegistryError as error:
         form.add_error("role", error.message)

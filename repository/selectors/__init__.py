@@ -25,7 +25,12 @@ from repository.selectors.serving import (
     replica_ready_counts,
     servable_version_list,
 )
-from repository.selectors.tokens import api_token_get, api_token_list
+from repository.selectors.tokens import (
+    api_token_get,
+    api_token_inference_scope,
+    api_token_list,
+    api_token_live_list,
+)
 from repository.selectors.users import user_get, user_list
 
 __all__ = [
@@ -33,7 +38,9 @@ __all__ = [
     "LIVE_REPLICA_MAX_AGE_S",
     "PROMOTABLE_STATES",
     "api_token_get",
+    "api_token_inference_scope",
     "api_token_list",
+    "api_token_live_list",
     "event_actor_names",
     "event_list",
     "event_list_after",

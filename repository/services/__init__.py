@@ -26,7 +26,12 @@ from repository.services.roles import (
     user_role_require,
     user_role_set,
 )
-from repository.services.tokens import api_token_authenticate, api_token_create, api_token_revoke
+from repository.services.tokens import (
+    api_token_authenticate,
+    api_token_create,
+    api_token_revoke,
+    api_tokens_mark_used,
+)
 from repository.services.validation import (
     model_version_revalidate,
     model_version_validate,
@@ -44,6 +49,7 @@ __all__ = [
     "api_token_authenticate",
     "api_token_create",
     "api_token_revoke",
+    "api_tokens_mark_used",
     "event_record",
     "golden_request_delete",
     "golden_request_record",

@@ -14,6 +14,7 @@ from repository.errors import LastAdminError, PermissionDeniedError, SuperuserRo
 from repository.models import Event, Role
 from repository.selectors.roles import ROLE_ORDER, role_rank, user_has_role, user_role
 from repository.services.events import event_record
+from repository.services.revision import serving_revision_bump
 
 __all__ = [
     "ROLE_ORDER",
@@ -70,6 +71,9 @@ def user_role_set(*, user: Any, role: str, actor: Any) -> str:
             action=Event.Action.ROLE_SET,
             detail={"user": user.get_username(), "from": old, "to": new},
         )
+        # The user's tokens act with the new role on serving too (a demoted deployer stops
+        # inferring), so replicas re-read their token table.
+        serving_revision_bump()
     return new
 
 

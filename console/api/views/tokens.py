@@ -12,10 +12,11 @@ from rest_framework.response import Response
 
 from console.api.base import RoleApi
 from console.permissions import ROLE_ADMIN, ROLES
-from repository.errors import TokenOutranksUserError
-from repository.models import ApiToken
+from repository.errors import TokenOutranksUserError, TokenSettingsError
+from repository.models import ApiToken, Role
 from repository.selectors import api_token_get, api_token_list, user_get
 from repository.services import api_token_create, api_token_revoke
+from repository.services.tokens import DEFAULT_EXPIRY_DAYS
 
 
 class TokenSerializer(serializers.Serializer[ApiToken]):
@@ -26,7 +27,11 @@ class TokenSerializer(serializers.Serializer[ApiToken]):
     prefix = serializers.CharField()
     user = serializers.CharField(source="user.username")
     role = serializers.CharField()
+    models = serializers.ListField(child=serializers.CharField(), source="model_names")
+    rate_limit_rps = serializers.FloatField(allow_null=True)
+    max_concurrency = serializers.IntegerField(allow_null=True)
     created_at = serializers.DateTimeField()
+    expires_at = serializers.DateTimeField()
     last_used = serializers.DateTimeField(allow_null=True)
     revoked_at = serializers.DateTimeField(allow_null=True)
 
@@ -47,10 +52,17 @@ class TokenListApi(RoleApi):
 
     class TokenCreateInputSerializer(serializers.Serializer[dict[str, Any]]):
         name = serializers.CharField(max_length=128, required=False, allow_blank=True, default="")
-        role = serializers.ChoiceField(choices=list(ROLES))
+        role = serializers.ChoiceField(choices=[*ROLES, Role.INVOKER.value])
         user = serializers.CharField(
             required=False, help_text="Username the token acts as (default: yourself)."
         )
+        models = serializers.ListField(
+            child=serializers.CharField(max_length=128), required=False, default=list,
+            help_text="Invoker tokens: the models it may call ('*': every model).",
+        )  # fmt: skip
+        expires_days = serializers.IntegerField(required=False, default=DEFAULT_EXPIRY_DAYS)
+        rate_limit_rps = serializers.FloatField(required=False, allow_null=True, default=None)
+        max_concurrency = serializers.IntegerField(required=False, allow_null=True, default=None)
 
     @extend_schema(
         parameters=[TokenFilterSerializer],
@@ -75,10 +87,14 @@ class TokenListApi(RoleApi):
         owner = _token_owner(request, data.get("user"))
         try:
             token, key = api_token_create(
-                user=owner, role=data["role"], name=data["name"], actor=request.user
-            )
+                user=owner, role=data["role"], name=data["name"], actor=request.user,
+                models=data["models"], expires_days=data["expires_days"],
+                rate_limit_rps=data["rate_limit_rps"], max_concurrency=data["max_concurrency"],
+            )  # fmt: skip
         except TokenOutranksUserError as error:
             raise serializers.ValidationError({"role": [error.message]}) from error
+        except TokenSettingsError as error:
+            raise serializers.ValidationError({"settings": error.extra["problems"]}) from error
         body = dict(TokenSerializer(token).data)
         body["key"] = key
         return Response(body, status=status.HTTP_201_CREATED)

@@ -64,3 +64,27 @@ def test_bad_token_requests_are_400(as_admin, payload) -> None:  # type: ignore[
 
 def test_revoke_of_a_missing_token_is_404(as_admin) -> None:  # type: ignore[no-untyped-def]
     assert_error(as_admin.delete("/api/tokens/999999/"), 404, "not_found")
+
+
+def test_invoker_token_over_the_api_is_scoped_expiring_and_cannot_manage(as_admin, viewer) -> None:  # type: ignore[no-untyped-def]
+    response = as_admin.post(
+        "/api/tokens/",
+        {"name": "fraud-app", "role": "invoker", "user": viewer.username,
+         "models": ["fraud", "ranker"], "expires_days": 30, "rate_limit_rps": 10,
+         "max_concurrency": 2},
+        format="json",
+    )  # fmt: skip
+    assert response.status_code == 201
+    created = response.json()
+    assert created["models"] == ["fraud", "ranker"]
+    assert (created["rate_limit_rps"], created["max_concurrency"]) == (10.0, 2)
+    assert created["expires_at"] and created["last_used"] is None
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {created['key']}")
+    assert_error(client.get("/api/models/"), 403)
+
+
+def test_invoker_token_without_models_is_400(as_admin) -> None:  # type: ignore[no-untyped-def]
+    response = as_admin.post("/api/tokens/", {"name": "x", "role": "invoker"}, format="json")
+    assert response.status_code == 400
+    assert "invoker token names its models" in str(response.json())

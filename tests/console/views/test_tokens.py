@@ -59,3 +59,19 @@ def test_page_refuses_a_token_above_its_users_role(admin_client, viewer):
     assert response.status_code == 400
     assert "a token cannot carry more" in response.content.decode()
     assert not ApiToken.objects.filter(name="big").exists()
+
+
+def test_page_creates_an_invoker_token_and_lists_scope_expiry_and_last_use(admin_client, viewer):
+    url = reverse("console:token-list")
+    response = admin_client.post(
+        url, {"name": "app", "role": "invoker", "username": "viewer", "models": "fraud, ranker",
+              "expires_days": "7", "rate_limit_rps": "5", "max_concurrency": "2"},
+    )  # fmt: skip
+    assert response.status_code == 200
+    token = ApiToken.objects.get(name="app")
+    assert (token.role, token.model_names, token.max_concurrency) == (
+        "invoker", ["fraud", "ranker"], 2)  # fmt: skip
+    page = admin_client.get(url).content.decode()
+    assert "fraud, ranker" in page and "5.0/s, 2 at once" in page
+    assert token.expires_at.strftime("%Y-%m-%d") in page
+    assert 'class="token-last-used">never' in page

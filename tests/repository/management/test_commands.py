@@ -116,3 +116,21 @@ def test_demo_repository_imports_with_the_real_check_and_every_model_is_promoted
         name: VersionState.PROMOTED for name in ("mlp", "preprocess", "pipeline")
     }, out.getvalue()
     assert all(v.config_text for v in versions)
+
+
+def test_create_token_for_an_application_scopes_it_to_its_models() -> None:
+    out = io.StringIO()
+    call_command(
+        "create_token", "fraud-app", "--role", "invoker", "--models", "fraud,ranker",
+        "--expires-days", "7", "--rps", "20", "--max-concurrency", "4", stdout=out,
+    )  # fmt: skip
+    token = api_token_authenticate(key=out.getvalue().strip())
+    assert (token.role, token.model_names) == ("invoker", ["fraud", "ranker"])
+    assert (token.rate_limit_rps, token.max_concurrency) == (20, 4)
+    assert 6 < (token.expires_at - token.created_at).total_seconds() / 86400 <= 7
+    assert user_role(token.user) is None
+
+
+def test_create_token_says_what_is_wrong_with_an_unscoped_invoker() -> None:
+    with pytest.raises(CommandError, match="an invoker token names its models"):
+        call_command("create_token", "app", "--role", "invoker", stdout=io.StringIO())

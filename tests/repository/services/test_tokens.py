@@ -6,7 +6,7 @@ import hashlib
 
 import pytest
 
-from repository.errors import TokenInvalidError, TokenOutranksUserError
+from repository.errors import TokenInvalidError, TokenOutranksUserError, TokenSettingsError
 from repository.models import ApiToken, Event
 from repository.services import api_token_authenticate, api_token_create, api_token_revoke
 
@@ -52,3 +52,85 @@ def test_token_cannot_carry_more_than_its_users_role(viewer) -> None:  # type: i
         api_token_create(user=viewer, role="deployer")
     assert raised.value.extra == {"user": viewer.username, "held": "viewer", "role": "deployer"}
     assert not ApiToken.objects.exists()
+
+
+def test_invoker_token_names_its_models_and_needs_no_console_role() -> None:
+    from tests.factories import UserFactory
+
+    app = UserFactory(username="fraud-app")
+    token, key = api_token_create(
+        user=app, role="invoker", models=["ranker", "fraud", "fraud"], rate_limit_rps=5,
+        max_concurrency=2,
+    )  # fmt: skip
+    assert (token.model_names, token.rate_limit_rps, token.max_concurrency) == (
+        ["fraud", "ranker"], 5, 2)  # fmt: skip
+    assert api_token_authenticate(key=key).role == "invoker"
+
+
+def test_invalid_token_settings_are_all_reported(deployer) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(TokenSettingsError) as raised:
+        api_token_create(user=deployer, role="invoker", expires_days=0, rate_limit_rps=0,
+                         max_concurrency=0)  # fmt: skip
+    problems = raised.value.extra["problems"]
+    assert [p.split(":")[0] for p in problems] == [
+        "models", "expires_days", "rate_limit_rps", "max_concurrency"]  # fmt: skip
+    with pytest.raises(TokenSettingsError, match="only invoker tokens"):
+        api_token_create(user=deployer, role="deployer", models=["fraud"])
+    with pytest.raises(TokenSettingsError, match="no '/'"):
+        api_token_create(user=deployer, role="invoker", models=["../etc"])
+    assert not ApiToken.objects.exists()
+
+
+def test_tokens_expire_after_90_days_by_default_and_then_are_refused(deployer) -> None:  # type: ignore[no-untyped-def]
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    token, key = api_token_create(user=deployer, role="viewer")
+    left = token.expires_at - timezone.now()
+    assert timedelta(days=89, hours=23) < left <= timedelta(days=90)
+    ApiToken.objects.filter(pk=token.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
+    with pytest.raises(TokenInvalidError):
+        api_token_authenticate(key=key)
+
+
+def test_creating_and_revoking_a_token_bump_the_serving_revision(deployer) -> None:  # type: ignore[no-untyped-def]
+    from repository.services import serving_revision_current
+
+    before = serving_revision_current()
+    token, _ = api_token_create(user=deployer, role="viewer")
+    assert serving_revision_current() == before + 1
+    api_token_revoke(token=token, actor=deployer)
+    api_token_revoke(token=token, actor=deployer)
+    assert serving_revision_current() == before + 2
+
+
+def test_usage_reported_by_serving_only_moves_last_used_forward(deployer) -> None:  # type: ignore[no-untyped-def]
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from repository.services import api_tokens_mark_used
+
+    token, _ = api_token_create(user=deployer, role="viewer")
+    now = timezone.now()
+    assert api_tokens_mark_used(used={token.pk: now}) == 1
+    assert api_tokens_mark_used(used={token.pk: now - timedelta(minutes=5)}) == 0
+    token.refresh_from_db()
+    assert token.last_used == now
+
+
+def test_serving_sees_each_roles_scope(deployer, viewer) -> None:  # type: ignore[no-untyped-def]
+    from repository.facade import access_snapshot
+
+    invoker, _ = api_token_create(user=viewer, role="invoker", models=["fraud"])
+    every, _ = api_token_create(user=viewer, role="invoker", models=["*"])
+    read, _ = api_token_create(user=viewer, role="viewer")
+    call, _ = api_token_create(user=deployer, role="deployer")
+    revoked, _ = api_token_create(user=deployer, role="viewer")
+    api_token_revoke(token=revoked, actor=deployer)
+    tokens = {t.token_id: (t.models, t.may_infer) for t in access_snapshot().tokens}
+    assert tokens == {
+        invoker.pk: (("fraud",), True), every.pk: (None, True), read.pk: (None, False),
+        call.pk: (None, True), 0: (None, True),
+    }  # fmt: skip
