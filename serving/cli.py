@@ -24,7 +24,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--disable-auto-complete-config", "--strict-model-config", dest="auto_complete_config",
         action="store_const", const=False,
         help="do not fill the config in from the model files (Triton's flag)")  # fmt: skip
-    add("--host", "--http-address", dest="host", help="address to bind (default 0.0.0.0)")
+    add("--host", "--http-address", dest="host",
+        help="address to bind (default 0.0.0.0; 127.0.0.1 in registry mode, auth off)")  # fmt: skip
     add("--http-port", type=int, help="HTTP port (default 8000; 0 = any free port, -1 = off)")
     add("--grpc-port", type=int, help="gRPC port (default 8001; 0 = any free port, -1 = off)")
     add("--metrics-port", type=int, help="metrics port (default 8002; 0 = any, -1 = off)")

@@ -20,6 +20,7 @@ import grpc
 import uvicorn
 import uvloop
 
+from serving.access.guard import AccessGuard
 from serving.core.server import InferenceServer
 from serving.protocol.grpc.service import create_grpc_server
 from serving.protocol.http.app import HttpApp
@@ -82,6 +83,7 @@ async def run_server(
     source = source or make_source(settings)
     server = InferenceServer(settings)
     server.control = source
+    guard = _access_guard(settings, source)
     errors = await source.start(server)
     log_model_table(server)
     if errors and settings.exit_on_error:
@@ -95,9 +97,9 @@ async def run_server(
     http_server = grpc_server = metrics_server = None
     http_task = metrics_task = None
     try:
-        http_server, http_task = await _start_http(settings, server, ports)
-        grpc_server = await _start_grpc(settings, server, ports)
-        metrics_server, metrics_task = await _start_metrics(settings, server, ports)
+        http_server, http_task = await _start_http(settings, server, ports, guard)
+        grpc_server = await _start_grpc(settings, server, ports, guard)
+        metrics_server, metrics_task = await _start_metrics(settings, server, ports, guard)
     except BaseException:
         await _stop_transports(settings, http_server, http_task, grpc_server)
         await _stop_uvicorn(metrics_server, metrics_task, timeout_s=1.0)
@@ -108,7 +110,9 @@ async def run_server(
     if set_endpoints is not None:
         set_endpoints(http_port=ports.http)
     sampler = _start_live_stats_sampler(server)
-    logger.info("serving: HTTP %s, gRPC %s, metrics %s", ports.http, ports.grpc, ports.metrics)
+    auth = "required" if guard else "off"
+    logger.info("serving: HTTP %s, gRPC %s, metrics %s on %s (inference auth %s)",
+                ports.http, ports.grpc, ports.metrics, settings.host, auth)  # fmt: skip
     if on_ready is not None:
         on_ready(server, ports)
     await stop.wait()
@@ -125,6 +129,18 @@ async def run_server(
                 await task
     logger.info("stopped")
     return EXIT_OK
+
+
+def _access_guard(settings: ServingSettings, source: ModelSource) -> AccessGuard | None:
+    """The one access layer both listeners pass through; its table comes from the source."""
+    if not settings.auth_required:
+        return None
+    attach = getattr(source, "set_access_guard", None)
+    if attach is None:
+        raise StartupError("inference auth is required but this model source has no tokens")
+    guard = AccessGuard()
+    attach(guard)
+    return guard
 
 
 def _bind(host: str, port: int) -> socket.socket:
@@ -174,21 +190,30 @@ async def _serve_uvicorn(
 
 
 async def _start_http(
-    settings: ServingSettings, server: InferenceServer, ports: BoundPorts
+    settings: ServingSettings, server: InferenceServer, ports: BoundPorts, guard: AccessGuard | None
 ) -> tuple[uvicorn.Server | None, asyncio.Task[None] | None]:
     if settings.http_port == PORT_DISABLED:
         return None, None
-    app = HttpApp(server, max_request_bytes=settings.max_request_bytes)
+    app: Any = HttpApp(server, max_request_bytes=settings.max_request_bytes)
+    if guard is not None:
+        from serving.access.http import AccessMiddleware
+
+        app = AccessMiddleware(app, guard)
     http, task, ports.http = await _serve_uvicorn(app, settings, settings.http_port)
     return http, task
 
 
 async def _start_grpc(
-    settings: ServingSettings, server: InferenceServer, ports: BoundPorts
+    settings: ServingSettings, server: InferenceServer, ports: BoundPorts, guard: AccessGuard | None
 ) -> grpc.aio.Server | None:
     if settings.grpc_port == PORT_DISABLED:
         return None
-    grpc_server = create_grpc_server(server)
+    interceptors = []
+    if guard is not None:
+        from serving.access.grpc import AccessInterceptor
+
+        interceptors.append(AccessInterceptor(guard))
+    grpc_server = create_grpc_server(server, interceptors)
     ports.grpc = grpc_server.add_insecure_port(_grpc_address(settings.host, settings.grpc_port))
     await grpc_server.start()
     return grpc_server
@@ -199,12 +224,12 @@ def _grpc_address(host: str, port: int) -> str:
 
 
 async def _start_metrics(
-    settings: ServingSettings, server: InferenceServer, ports: BoundPorts
+    settings: ServingSettings, server: InferenceServer, ports: BoundPorts, guard: AccessGuard | None
 ) -> tuple[uvicorn.Server | None, asyncio.Task[None] | None]:
     if settings.metrics_port == PORT_DISABLED:
         return None, None
     metrics, task, ports.metrics = await _serve_uvicorn(
-        MetricsApp(server), settings, settings.metrics_port
+        MetricsApp(server, access=guard), settings, settings.metrics_port
     )
     return metrics, task
 

@@ -1,7 +1,9 @@
 """Settings of one serving process: one frozen object built from flags and ``SERVING_*`` variables.
 
 Every flag has an environment variable (``--http-port`` <-> ``SERVING_HTTP_PORT``); a flag given on
-the command line wins. Ports: ``0`` picks a free port (the bound port is logged and available on the
+the command line wins. ``PORTICO_INFERENCE_AUTH=required|off`` (no flag) decides whether registry
+mode asks for inference tokens: required unless switched off, and with it off the default bind is
+loopback only. Ports: ``0`` picks a free port (the bound port is logged and available on the
 running server), ``-1`` disables that endpoint.
 """
 
@@ -13,6 +15,9 @@ from collections.abc import Mapping
 from pathlib import Path
 
 CONTROL_MODES = ("none", "poll", "explicit")
+INFERENCE_AUTH_MODES = ("required", "off")
+LOOPBACK = "127.0.0.1"
+ANY_ADDRESS = "0.0.0.0"
 DEFAULT_MAX_REQUEST_BYTES = 64 * 1024 * 1024
 PORT_DISABLED = -1
 
@@ -27,7 +32,8 @@ class ServingSettings:
     load_models: tuple[str, ...] = ()
     model_config_name: str = ""  # use configs/<name>.pbtxt where a model has one
     auto_complete_config: bool = True
-    host: str = "0.0.0.0"
+    # "": 0.0.0.0, except registry mode with inference auth off, which binds loopback only.
+    host: str = ""
     http_port: int = 8000
     grpc_port: int = 8001
     metrics_port: int = 8002
@@ -45,11 +51,16 @@ class ServingSettings:
     redis_url: str = ""
     cpu_count: int = 0  # 0: os.cpu_count()
     gpu_count: int = -1  # -1: detect
+    # PORTICO_INFERENCE_AUTH: "" is "required" in registry mode; folder mode has no token table.
+    inference_auth: str = ""
 
     def __post_init__(self) -> None:
         problems = self.problems()
         if problems:
             raise ValueError("; ".join(problems))
+        if not self.host:
+            host = LOOPBACK if self.registry_mode and not self.auth_required else ANY_ADDRESS
+            object.__setattr__(self, "host", host)
 
     def problems(self) -> list[str]:
         problems: list[str] = []
@@ -75,7 +86,24 @@ class ServingSettings:
             problems.append("--repository-poll-secs: must be positive")
         if self.exit_timeout_s < 0:
             problems.append("--exit-timeout-secs: must not be negative")
+        problems += self._auth_problems()
         return problems
+
+    def _auth_problems(self) -> list[str]:
+        if self.inference_auth not in ("", *INFERENCE_AUTH_MODES):
+            return [f"PORTICO_INFERENCE_AUTH: expected required or off, "
+                    f"got '{self.inference_auth}'"]  # fmt: skip
+        if self.inference_auth == "required" and not self.registry_mode:
+            return [
+                "PORTICO_INFERENCE_AUTH=required: a folder repository has no token table "
+                "(protect it with restricted APIs and its bind address, as tritonserver)"
+            ]
+        return []
+
+    @property
+    def auth_required(self) -> bool:
+        """Whether every request but health needs an inference token (registry mode only)."""
+        return self.registry_mode and self.inference_auth != "off"
 
     @property
     def registry_mode(self) -> bool:
@@ -140,5 +168,7 @@ def settings_from_env(env: Mapping[str, str] | None = None, **overrides: object)
         values["load_models"] = tuple(env["SERVING_LOAD_MODEL"].split(","))
     if env.get("REDIS_URL"):
         values["redis_url"] = env["REDIS_URL"]
+    if env.get("PORTICO_INFERENCE_AUTH"):
+        values["inference_auth"] = env["PORTICO_INFERENCE_AUTH"].strip().lower()
     values.update({key: value for key, value in overrides.items() if value is not None})
     return ServingSettings(**values)  # type: ignore[arg-type]

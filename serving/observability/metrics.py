@@ -14,12 +14,12 @@ Labels are bounded: ``model``, ``version``, one ``_<key>`` per ``metric_tags`` e
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
-from prometheus_client.metrics_core import HistogramMetricFamily, Metric
+from prometheus_client.metrics_core import CounterMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 from prometheus_client.samples import Sample
 
@@ -216,6 +216,44 @@ def _add_histogram(
 def register(registry: CollectorRegistry, server: ServerLike) -> ModelMetricsCollector:
     """Add the per-model collector to the metrics port's registry."""
     collector = ModelMetricsCollector(server)
+    registry.register(collector)
+    return collector
+
+
+class AccessLike(Protocol):
+    """What the access collector reads (``serving.access.guard.AccessGuard``)."""
+
+    @property
+    def rejected(self) -> Mapping[tuple[str, str], int]: ...
+
+
+class AccessMetricsCollector(Collector):
+    """``portico_inference_rejected_total{token, reason}``: requests the access layer refused.
+
+    ``token`` is the token's shown prefix (never the key; empty when no valid token was sent, so a
+    stranger's guesses add no series); ``reason`` is one of ``REJECTION_REASONS``.
+    """
+
+    def __init__(self, access: AccessLike) -> None:
+        self.access = access
+
+    def collect(self) -> Iterable[Metric]:
+        family = CounterMetricFamily(
+            "portico_inference_rejected",
+            "Inference requests refused by the access layer, by token prefix and reason",
+            labels=["token", "reason"],
+        )
+        for (prefix, reason), count in sorted(dict(self.access.rejected).items()):
+            family.add_metric([prefix, reason], float(count))
+        yield family
+
+
+REJECTION_REASONS = ("unauthenticated", "expired", "forbidden", "quota_rate", "quota_concurrency")
+
+
+def register_access(registry: CollectorRegistry, access: AccessLike) -> AccessMetricsCollector:
+    """Add the access layer's rejection counter (registry mode with inference auth only)."""
+    collector = AccessMetricsCollector(access)
     registry.register(collector)
     return collector
 

@@ -5,7 +5,11 @@ thread (one database connection, never the event loop). The source watches the s
 (poll every ``registry_poll_s``, woken early by Redis pub/sub on ``REVISION_CHANNEL`` when
 ``REDIS_URL`` is set), materialises changed versions into the local cache with sha256 checks, and
 hands the server core frozen plans: load next to the serving version, flip, drain, unload. A
-heartbeat row per replica reports what it serves.
+heartbeat row per replica reports what it serves, and when it last saw each inference token.
+
+With inference auth on, the token table follows the same revision on a thread of its own, so a
+revoked token is refused within one wake-up (Redis, PostgreSQL NOTIFY) or poll even while a
+model is still loading.
 """
 
 from __future__ import annotations
@@ -26,6 +30,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from repository.config import ConfigError, parse_config_text
+from serving.access.guard import AccessGuard
+from serving.access.table import AccessTable, TokenGrant
 from serving.core.devices import gpu_count
 from serving.core.model_spec import ModelSpec
 from serving.core.model_table import UNLOADED_REASON
@@ -51,7 +57,12 @@ class RegistrySource:
         self.applied_revision = -1
         self.last_error = ""
         self._executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="registry")
+        self._access_executor = concurrent.futures.ThreadPoolExecutor(
+            1, thread_name_prefix="registry-access"
+        )
+        self.access: AccessGuard | None = None
         self._wake = asyncio.Event()
+        self._access_wake = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._loadable: dict[tuple[str, int], Any] = {}
         self._extra: dict[str, set[int]] = {}
@@ -64,9 +75,16 @@ class RegistrySource:
 
     # -- ModelSource ---------------------------------------------------------------------------
 
+    def set_access_guard(self, guard: AccessGuard) -> None:
+        """Keep ``guard``'s token table in step with the registry (called before ``start``)."""
+        self.access = guard
+
     async def start(self, server: InferenceServer) -> list[str]:
         self.server = server
         server.on_demand = self.load_on_demand
+        if self.access is not None:
+            await self.refresh_access()
+            self._tasks.append(asyncio.create_task(self._follow_access_forever()))
         errors = await self.refresh()
         self._tasks.append(asyncio.create_task(self._watch_forever()))
         self._tasks.append(asyncio.create_task(self._heartbeat_forever()))
@@ -84,8 +102,12 @@ class RegistrySource:
                 await task
         with contextlib.suppress(Exception):
             await self._registry(_close_connection)
+        if self.access is not None:
+            with contextlib.suppress(Exception):
+                await self._registry(_close_connection, executor=self._access_executor)
         self._listening.clear()
         self._executor.shutdown(wait=False)
+        self._access_executor.shutdown(wait=False)
 
     def model_names(self) -> list[str]:
         return sorted({name for name, _ in self._loadable} | set(self._promoted))
@@ -222,6 +244,37 @@ class RegistrySource:
                 self.last_error = f"registry refresh failed: {exc}"
                 logger.exception("registry refresh failed")
 
+    def _wake_all(self) -> None:
+        self._wake.set()
+        self._access_wake.set()
+
+    async def refresh_access(self) -> None:
+        """Read the registry's token table and make the guard serve it."""
+        from repository import facade
+
+        assert self.access is not None
+        snapshot = await self._registry(facade.access_snapshot, executor=self._access_executor)
+        self.access.replace(_access_table(snapshot))
+
+    async def _follow_access_forever(self) -> None:
+        from repository import facade
+
+        assert self.access is not None
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(
+                    self._access_wake.wait(), timeout=self.settings.registry_poll_s
+                )
+            self._access_wake.clear()
+            try:
+                revision = await self._registry(
+                    facade.serving_revision, executor=self._access_executor
+                )
+                if revision != self.access.table.revision:
+                    await self.refresh_access()
+            except Exception:  # noqa: BLE001 - the replica keeps the table it has
+                logger.exception("token table refresh failed")
+
     async def _listen_redis(self) -> None:
         import redis.asyncio as redis
         from redis.exceptions import RedisError
@@ -235,7 +288,7 @@ class RegistrySource:
                     await pubsub.subscribe(REVISION_CHANNEL)
                     async for message in pubsub.listen():
                         if message.get("type") == "message":
-                            self._wake.set()
+                            self._wake_all()
             except (RedisError, OSError):
                 logger.warning("Redis revision channel lost; polling only for a while")
                 await asyncio.sleep(5)
@@ -267,7 +320,7 @@ class RegistrySource:
                     conn.execute(f'LISTEN "{REVISION_CHANNEL}"')
                     while self._listening.is_set():
                         for _ in conn.notifies(timeout=1.0, stop_after=1):
-                            loop.call_soon_threadsafe(self._wake.set)
+                            loop.call_soon_threadsafe(self._wake_all)
             except (psycopg.Error, RuntimeError):
                 if self._listening.is_set():
                     logger.warning("PostgreSQL revision notifications lost; polling only a while")
@@ -292,10 +345,15 @@ class RegistrySource:
 
         # Versions unloaded on purpose (replaced by a promote) are history, not something served.
         versions = [r for r in self._server().version_rows() if r["reason"] != UNLOADED_REASON]
+        # Token use travels with the heartbeat: one write per token per interval, not per request.
+        used = self.access.take_usage() if self.access is not None else {}
+        token_use = {token_id: datetime.datetime.fromtimestamp(t, tz=datetime.UTC)
+                     for token_id, t in used.items()}  # fmt: skip
         await self._registry(
             facade.replica_heartbeat, replica_id=self.replica_id,
             address=self.http_url.split("//")[-1] or socket.gethostname(), http_url=self.http_url,
             started_at=self.started_at, versions=versions, last_error=self.last_error,
+            token_use=token_use,
         )  # fmt: skip
 
     # -- plumbing ------------------------------------------------------------------------------
@@ -304,8 +362,14 @@ class RegistrySource:
         assert self.server is not None, "source not started"
         return self.server
 
-    async def _registry(self, func: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """Run a registry (Django) call on the source's own thread."""
+    async def _registry(
+        self,
+        func: Callable[..., T],
+        *args: Any,
+        executor: concurrent.futures.Executor | None = None,
+        **kwargs: Any,
+    ) -> T:
+        """Run a registry (Django) call on the source's own thread (or the token table's)."""
         loop = asyncio.get_running_loop()
 
         def call() -> T:
@@ -314,13 +378,30 @@ class RegistrySource:
             close_old_connections()
             return func(*args, **kwargs)
 
-        return await loop.run_in_executor(self._executor, call)
+        return await loop.run_in_executor(executor or self._executor, call)
 
 
 def _close_connection() -> None:
     from django.db import connection
 
     connection.close()
+
+
+def _access_table(snapshot: Any) -> AccessTable:
+    grants = (
+        TokenGrant(
+            token_id=t.token_id,
+            prefix=t.prefix,
+            key_hash=t.key_hash,
+            models=None if t.models is None else frozenset(t.models),
+            may_infer=t.may_infer,
+            expires_at=None if t.expires_at is None else t.expires_at.timestamp(),
+            rate_limit_rps=t.rate_limit_rps,
+            max_concurrency=t.max_concurrency,
+        )  # fmt: skip
+        for t in snapshot.tokens
+    )
+    return AccessTable.of(snapshot.revision, grants)
 
 
 def _is_ensemble(servable: Any) -> bool:

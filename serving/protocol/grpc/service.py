@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 import grpc
@@ -238,13 +238,16 @@ class HealthService(health_pb2_grpc.HealthServicer):  # type: ignore[misc]
         return health_pb2.HealthCheckResponse(status=status)
 
 
-def create_grpc_server(server: InferenceServer) -> grpc.aio.Server:
+def create_grpc_server(
+    server: InferenceServer, interceptors: Sequence[grpc.aio.ServerInterceptor] = ()
+) -> grpc.aio.Server:
     """A grpc.aio server (not yet bound or started) with both services registered."""
     grpc_server = grpc.aio.server(
+        interceptors=list(interceptors) or None,
         options=[
             ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
             ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-        ]
+        ],
     )
     service_pb2_grpc.add_GRPCInferenceServiceServicer_to_server(
         InferenceService(server), grpc_server

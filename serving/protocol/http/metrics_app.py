@@ -13,7 +13,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from serving.core.server import InferenceServer
-from serving.observability.metrics import generate_text
+from serving.observability.metrics import AccessLike, generate_text
 
 logger = logging.getLogger("serving.metrics")
 
@@ -21,8 +21,9 @@ logger = logging.getLogger("serving.metrics")
 class MetricsApp:
     """ASGI app of the metrics port."""
 
-    def __init__(self, server: InferenceServer) -> None:
+    def __init__(self, server: InferenceServer, access: AccessLike | None = None) -> None:
         self.server = server
+        self.access = access
         self.registry: CollectorRegistry | None = None
 
     def _registry(self) -> CollectorRegistry:
@@ -31,6 +32,8 @@ class MetricsApp:
 
             registry = CollectorRegistry(auto_describe=False)
             metrics.register(registry, self.server)
+            if self.access is not None:
+                metrics.register_access(registry, self.access)
             system_metrics.register(registry)
             self.registry = registry
         return self.registry

@@ -70,7 +70,7 @@ def registry_settings(tmp_path: Path) -> ServingSettings:
         model_repository=None, host="127.0.0.1", http_port=0, grpc_port=0, metrics_port=-1,
         cache_dir=tmp_path / "cache", registry_poll_s=0.2, heartbeat_interval_s=0.3,
         exit_timeout_s=5.0, cpu_count=1, replica_id="replica-test",
-        redis_url=os.environ.get("REDIS_URL", ""),
+        redis_url=os.environ.get("REDIS_URL", ""), inference_auth="off",
     )  # fmt: skip
 
 
