@@ -27,6 +27,7 @@ from django.utils import timezone
 from console.collector.aggregate import ReplicaSample, aggregate_fleet, strip_histograms
 from console.collector.rolling import RollingStore, Selection, TotalsTracker
 from console.collector.sources import ReplicaTarget, live_replica_targets, version_markers
+from repository.console_key import console_authorization
 
 logger = logging.getLogger(__name__)
 
@@ -146,7 +147,11 @@ class Collector:
             await self._lease.close()
 
     async def _run(self) -> None:
-        async with httpx.AsyncClient(timeout=self.timeout_s) as client:
+        # Live stats name every model and the host: serving asks for a token scoped to all
+        # models, and the console sends its own.
+        async with httpx.AsyncClient(
+            timeout=self.timeout_s, headers=console_authorization()
+        ) as client:
             await self._load_recent_markers()
             while True:
                 started = time.monotonic()

@@ -15,6 +15,7 @@ import httpx
 from console.collector.aggregate import ReplicaSample, aggregate_fleet
 from console.collector.runner import LIVE_STATS_PATH
 from console.collector.sources import live_replica_targets
+from repository.console_key import console_authorization
 
 logger = logging.getLogger(__name__)
 
@@ -24,7 +25,7 @@ FETCH_TIMEOUT_S = 0.5
 
 def _samples() -> list[ReplicaSample]:
     samples = []
-    with httpx.Client(timeout=FETCH_TIMEOUT_S) as client:
+    with httpx.Client(timeout=FETCH_TIMEOUT_S, headers=console_authorization()) as client:
         for target in live_replica_targets():
             try:
                 response = client.get(target.http_url + LIVE_STATS_PATH)

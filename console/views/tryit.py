@@ -1,5 +1,10 @@
 """“Try it”: the model page posts a KServe v2 JSON request here and this view forwards it to the
-serving HTTP API (same origin for the browser: no CORS, no inference token in the page)."""
+serving HTTP API (same origin for the browser: no CORS, no inference token in the page).
+
+It acts with the signed-in user's rights: calling a model needs the deployer role (the role whose
+tokens may call every model; viewers read but do not call), checked here, and the request then
+carries the console's own inference key (``repository.console_key``), never a user's token.
+"""
 
 from __future__ import annotations
 
@@ -13,7 +18,8 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.http import require_POST
 
 from console.views import reads
-from console.views.access import ROLE_VIEWER, role_required
+from console.views.access import ROLE_DEPLOYER, role_required
+from repository.console_key import console_authorization
 
 TIMEOUT_S = 30.0
 MAX_REQUEST_BYTES = 4 * 1024 * 1024
@@ -34,7 +40,7 @@ def _infer_path(name: str, version: Any) -> str:
     return f"/v2/models/{name}/infer"
 
 
-@role_required(ROLE_VIEWER)
+@role_required(ROLE_DEPLOYER)
 @require_POST
 def model_try(request: HttpRequest, name: str) -> HttpResponse:
     reads.model_get(name=name)
@@ -59,7 +65,9 @@ def model_try(request: HttpRequest, name: str) -> HttpResponse:
         return JsonResponse({"message": "no serving replica is known"}, status=502)
     started = time.perf_counter()
     try:
-        response = httpx.post(base + path, json=body, timeout=TIMEOUT_S)
+        response = httpx.post(
+            base + path, json=body, headers=console_authorization(), timeout=TIMEOUT_S
+        )
     except httpx.HTTPError as error:
         return JsonResponse({"message": f"serving at {base} did not answer: {error}"}, status=502)
     latency_ms = (time.perf_counter() - started) * 1000

@@ -4,6 +4,10 @@ This is what `make run` calls. On first start it migrates, creates an admin acco
 or taken from PORTICO_ADMIN_USER / PORTICO_ADMIN_PASSWORD) and registers the demo models, validated
 and promoted. Then it runs the three processes until Ctrl-C, interleaving their output with a
 prefix per process, and stops them all if any one of them exits.
+
+Console and serving listen on 127.0.0.1 only, and serving asks for no inference token there
+(``PORTICO_INFERENCE_AUTH=off``) so the demo needs none; the banner says so. An explicit
+``PORTICO_INFERENCE_AUTH=required`` in the environment wins.
 """
 
 import os
@@ -22,6 +26,8 @@ from django.core.management.base import BaseCommand
 from console.platform_setup import ensure_admin_account, ensure_demo_models
 
 PROCESS_COLOURS = {"console": "36", "worker": "35", "serving": "32"}
+LOOPBACK = "127.0.0.1"
+INFERENCE_AUTH_VARIABLE = "PORTICO_INFERENCE_AUTH"
 
 
 class Command(BaseCommand):
@@ -47,11 +53,13 @@ class Command(BaseCommand):
         manage = str(Path(settings.BASE_DIR) / "manage.py")
         celery = str(Path(python).with_name("celery"))
         return {
-            "console": [python, manage, "runconsole", "--port", str(options["console_port"])],
+            "console": [python, manage, "runconsole", "--host", LOOPBACK,
+                        "--port", str(options["console_port"])],
             "worker": [celery, "-A", "console", "worker", "--loglevel", "INFO",
                        "--concurrency", "1"],
             "serving": [
                 python, manage, "serve",
+                "--host", LOOPBACK,
                 "--http-port", str(options["http_port"]),
                 "--grpc-port", str(options["grpc_port"]),
                 "--metrics-port", str(options["metrics_port"]),
@@ -59,29 +67,32 @@ class Command(BaseCommand):
                 # reported on the console's replicas page instead.
                 "--exit-on-error", "false",
             ],
-        }
+        }  # fmt: skip
 
     def _run_until_interrupted(self, commands: dict[str, list[str]]) -> None:
         # NOTE: the children run in their own sessions (so a Ctrl-C reaches them once, from us);
         # a SIGTERM to this process must therefore stop them too, not orphan them.
         signal.signal(signal.SIGTERM, _interrupt)
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        env.setdefault(INFERENCE_AUTH_VARIABLE, "off")
         processes = {
             name: subprocess.Popen(
-                command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
+                command,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                env=env,
                 start_new_session=True,
             )
             for name, command in commands.items()
         }
         for name, process in processes.items():
             assert process.stdout is not None
-            threading.Thread(
-                target=_relay_output, args=(name, process.stdout), daemon=True
-            ).start()
+            threading.Thread(target=_relay_output, args=(name, process.stdout), daemon=True).start()
         self.stdout.write(
-            f"Portico is up: console http://127.0.0.1:{commands['console'][-1]} "
+            f"Portico is up: console http://{LOOPBACK}:{commands['console'][-1]} "
             "(Ctrl-C stops everything)"
         )
+        self.stdout.write(_auth_banner(env[INFERENCE_AUTH_VARIABLE]))
         try:
             while all(process.poll() is None for process in processes.values()):
                 time.sleep(0.5)
@@ -91,6 +102,15 @@ class Command(BaseCommand):
             self.stdout.write("stopping the platform")
         finally:
             _stop_all(processes)
+
+
+def _auth_banner(mode: str) -> str:
+    if mode.strip().lower() == "off":
+        return (
+            f"Inference auth is OFF: serving answers anyone who reaches {LOOPBACK} without a "
+            "token (set PORTICO_INFERENCE_AUTH=required to ask for one)"
+        )
+    return "Inference auth is required: clients send 'Authorization: Bearer <token>'"
 
 
 def _interrupt(signum: int, frame: object) -> None:

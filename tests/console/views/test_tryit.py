@@ -20,6 +20,7 @@ class _Serving(BaseHTTPRequestHandler):
     def do_POST(self) -> None:  # noqa: N802 - http.server's naming
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         self.server.seen.append((self.path, body))  # type: ignore[attr-defined]
+        self.server.authorization.append(self.headers.get("Authorization"))  # type: ignore[attr-defined]
         if "missing" in self.path:
             status, answer = 400, {"error": "Request for unknown model: 'missing' is not found"}
         else:
@@ -54,6 +55,7 @@ class _Serving(BaseHTTPRequestHandler):
 def serving(settings) -> Iterator[ThreadingHTTPServer]:
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Serving)
     server.seen = []  # type: ignore[attr-defined]
+    server.authorization = []  # type: ignore[attr-defined]
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     settings.PORTICO_SERVING_HTTP_URL = f"http://127.0.0.1:{server.server_address[1]}"
@@ -66,8 +68,8 @@ def serving(settings) -> Iterator[ThreadingHTTPServer]:
 REQUEST = {"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [1, 2], "data": [1, 2]}]}
 
 
-def test_try_it_forwards_and_reports_latency(viewer_client, catalog, serving):
-    response = viewer_client.post(
+def test_try_it_forwards_and_reports_latency(deployer_client, catalog, serving):
+    response = deployer_client.post(
         reverse("console:model-try", args=["mlp"]),
         data={"request": REQUEST},
         content_type="application/json",
@@ -79,8 +81,28 @@ def test_try_it_forwards_and_reports_latency(viewer_client, catalog, serving):
     assert serving.seen == [("/v2/models/mlp/infer", REQUEST)]
 
 
-def test_try_it_a_chosen_version(viewer_client, catalog, serving):
-    viewer_client.post(
+def test_try_it_sends_the_consoles_inference_key(deployer_client, catalog, serving):
+    from repository.console_key import console_inference_key
+
+    deployer_client.post(
+        reverse("console:model-try", args=["mlp"]),
+        data={"request": REQUEST},
+        content_type="application/json",
+    )
+    assert serving.authorization == [f"Bearer {console_inference_key()}"]
+
+
+def test_try_it_is_refused_to_a_viewer_who_may_not_call_models(viewer_client, catalog, serving):
+    response = viewer_client.post(
+        reverse("console:model-try", args=["mlp"]),
+        data={"request": REQUEST},
+        content_type="application/json",
+    )
+    assert response.status_code == 403 and serving.seen == []
+
+
+def test_try_it_a_chosen_version(deployer_client, catalog, serving):
+    deployer_client.post(
         reverse("console:model-try", args=["mlp"]),
         data={"request": REQUEST, "version": "3"},
         content_type="application/json",
@@ -88,11 +110,11 @@ def test_try_it_a_chosen_version(viewer_client, catalog, serving):
     assert serving.seen[0][0] == "/v2/models/mlp/versions/3/infer"
 
 
-def test_try_it_passes_serving_errors_through(viewer_client, catalog, serving):
+def test_try_it_passes_serving_errors_through(deployer_client, catalog, serving):
     from tests.factories import ModelFactory
 
     ModelFactory(name="missing")
-    data = viewer_client.post(
+    data = deployer_client.post(
         reverse("console:model-try", args=["missing"]),
         data={"request": REQUEST},
         content_type="application/json",
@@ -100,8 +122,8 @@ def test_try_it_passes_serving_errors_through(viewer_client, catalog, serving):
     assert data["status"] == 400 and "unknown model" in data["response"]["error"]
 
 
-def test_try_it_rejects_a_malformed_request(viewer_client, catalog, serving):
-    response = viewer_client.post(
+def test_try_it_rejects_a_malformed_request(deployer_client, catalog, serving):
+    response = deployer_client.post(
         reverse("console:model-try", args=["mlp"]),
         data={"inputs": "nope"},
         content_type="application/json",
@@ -109,9 +131,9 @@ def test_try_it_rejects_a_malformed_request(viewer_client, catalog, serving):
     assert response.status_code == 400 and "KServe v2 JSON" in response.json()["message"]
 
 
-def test_try_it_says_when_serving_is_down(viewer_client, catalog, settings):
+def test_try_it_says_when_serving_is_down(deployer_client, catalog, settings):
     settings.PORTICO_SERVING_HTTP_URL = "http://127.0.0.1:9"
-    response = viewer_client.post(
+    response = deployer_client.post(
         reverse("console:model-try", args=["mlp"]),
         data={"request": REQUEST},
         content_type="application/json",
@@ -119,13 +141,13 @@ def test_try_it_says_when_serving_is_down(viewer_client, catalog, settings):
     assert response.status_code == 502 and "did not answer" in response.json()["message"]
 
 
-def test_try_it_unknown_model_is_404_and_get_is_405(viewer_client, catalog):
+def test_try_it_unknown_model_is_404_and_get_is_405(deployer_client, catalog):
     url = reverse("console:model-try", args=["nope"])
-    assert viewer_client.post(url, data={}, content_type="application/json").status_code == 404
-    assert viewer_client.get(reverse("console:model-try", args=["mlp"])).status_code == 405
+    assert deployer_client.post(url, data={}, content_type="application/json").status_code == 404
+    assert deployer_client.get(reverse("console:model-try", args=["mlp"])).status_code == 405
 
 
-def test_model_page_prefills_a_sample_request(viewer_client, catalog):
-    body = viewer_client.get(reverse("console:model-detail", args=["mlp"])).content.decode()
+def test_model_page_prefills_a_sample_request(deployer_client, catalog):
+    body = deployer_client.get(reverse("console:model-detail", args=["mlp"])).content.decode()
     assert "&quot;name&quot;: &quot;INPUT0&quot;" in body
     assert "&quot;shape&quot;: [1, 4]" in body
