@@ -27,10 +27,11 @@ class AccessGuard:
     """Decides every request against the current token table; counts what it refused."""
 
     def __init__(self, table: AccessTable = EMPTY_TABLE) -> None:
-        self.table = table
+        self.table = EMPTY_TABLE
         self._quotas: dict[int, QuotaState] = {}
         self._used: dict[int, float] = {}
         self.rejected: collections.Counter[tuple[str, str]] = collections.Counter()
+        self.replace(table)
 
     def replace(self, table: AccessTable) -> None:
         """Serve ``table`` from now on; quota counters of tokens that stay are kept."""

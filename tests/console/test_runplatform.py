@@ -41,7 +41,8 @@ def test_runplatform_serves_the_demo_models_and_stops_everything_on_sigterm(
     tmp_path: Path,
 ) -> None:
     ports = {name: _free_port() for name in ("console", "http", "grpc", "metrics")}
-    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("DATABASE_URL", "REDIS_URL", "PORTICO_INFERENCE_AUTH")}  # fmt: skip
     env.update(DJANGO_SETTINGS_MODULE="console.settings.local", PORTICO_VAR_DIR=str(tmp_path),
                PORTICO_ADMIN_PASSWORD="demo-password-1")  # fmt: skip
     command = [
@@ -64,6 +65,10 @@ def test_runplatform_serves_the_demo_models_and_stops_everything_on_sigterm(
             assert _status(f"{serving}/v2/models/{model}/ready") == 200
         assert _status(f"http://127.0.0.1:{ports['console']}/login/") == 200
         assert _status(f"http://127.0.0.1:{ports['metrics']}/metrics") == 200
+        # The demo needs no inference token: loopback only, and the banner says so.
+        log_text = log_path.read_text()
+        assert "Inference auth is OFF" in log_text
+        assert "on 127.0.0.1 (inference auth off)" in log_text
         children = psutil.Process(platform.pid).children(recursive=True)
         assert len(children) >= 3
     finally:
