@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import logging
 import signal
 import socket
@@ -208,12 +209,12 @@ async def _start_grpc(
 ) -> grpc.aio.Server | None:
     if settings.grpc_port == PORT_DISABLED:
         return None
-    interceptors = []
+    guarded = None
     if guard is not None:
-        from serving.access.grpc import AccessInterceptor
+        from serving.access.grpc import GuardedServicer
 
-        interceptors.append(AccessInterceptor(guard))
-    grpc_server = create_grpc_server(server, interceptors)
+        guarded = functools.partial(GuardedServicer, guard=guard)
+    grpc_server = create_grpc_server(server, guarded)
     ports.grpc = grpc_server.add_insecure_port(_grpc_address(settings.host, settings.grpc_port))
     await grpc_server.start()
     return grpc_server

@@ -1,15 +1,19 @@
-"""``AccessInterceptor``: the gRPC listener's access check, one interceptor on the server.
+"""``GuardedServicer``: the gRPC listener's access check, one dispatch check per RPC.
 
-Each RPC's handler is wrapped once (per method, cached): the token comes from the ``authorization``
-metadata, the model from the request message. ServerLive, ServerReady and ``grpc.health.v1`` stay
-open. A stream is authenticated when it opens and holds one concurrency slot while open; each of
-its messages is checked for scope and rate, and the first refused one ends the stream with that
-status once the answers to earlier messages are out.
+The inference servicer is registered through this proxy, so every RPC's behaviour is wrapped once
+(on first use), the generated registration keeps grpc's registered-method path, and no
+interceptor pipeline runs per call. The token comes from the ``authorization`` metadata, the model
+from the request message. ServerLive and ServerReady stay
+open, and the ``grpc.health.v1`` service is not behind this proxy at all. A stream is
+authenticated when it opens and holds one concurrency slot while open; each of its messages is
+checked for scope and rate, and the first refused one ends the stream with that status once the
+answers to earlier messages are out.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+import inspect
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import grpc
@@ -23,115 +27,89 @@ GRPC_STATUS: dict[AccessCode, grpc.StatusCode] = {
     AccessCode.PERMISSION_DENIED: grpc.StatusCode.PERMISSION_DENIED,
     AccessCode.QUOTA_EXCEEDED: grpc.StatusCode.RESOURCE_EXHAUSTED,
 }
-_SERVICE = "/inference.GRPCInferenceService/"
-OPEN_METHODS = frozenset(
-    (_SERVICE + "ServerLive", _SERVICE + "ServerReady",
-     "/grpc.health.v1.Health/Check", "/grpc.health.v1.Health/Watch")
-)  # fmt: skip
-STREAM_METHOD = _SERVICE + "ModelStreamInfer"
+OPEN_RPCS = frozenset(("ServerLive", "ServerReady"))
+STREAM_RPC = "ModelStreamInfer"
 NeedOf = Callable[[Any], tuple[Need, str]]
 _NEEDS: dict[str, NeedOf] = {
-    _SERVICE + "ModelInfer": lambda r: (Need.INFER, r.model_name),
-    _SERVICE + "ModelMetadata": lambda r: (Need.READ, r.name),
-    _SERVICE + "ModelConfig": lambda r: (Need.READ, r.name),
-    _SERVICE + "ModelReady": lambda r: (Need.READ, r.name),
-    _SERVICE + "ModelStatistics": lambda r: (Need.READ, r.name) if r.name else (
-        Need.EVERY_MODEL, ""),
-    _SERVICE + "RepositoryIndex": lambda r: (Need.EVERY_MODEL, ""),
-    _SERVICE + "RepositoryModelLoad": lambda r: (Need.EVERY_MODEL, ""),
-    _SERVICE + "RepositoryModelUnload": lambda r: (Need.EVERY_MODEL, ""),
-}  # fmt: skip
+    "ModelInfer": lambda r: (Need.INFER, r.model_name),
+    "ModelMetadata": lambda r: (Need.READ, r.name),
+    "ModelConfig": lambda r: (Need.READ, r.name),
+    "ModelReady": lambda r: (Need.READ, r.name),
+    "ModelStatistics": lambda r: (Need.READ, r.name) if r.name else (Need.EVERY_MODEL, ""),
+    "RepositoryIndex": lambda r: (Need.EVERY_MODEL, ""),
+    "RepositoryModelLoad": lambda r: (Need.EVERY_MODEL, ""),
+    "RepositoryModelUnload": lambda r: (Need.EVERY_MODEL, ""),
+}
 
 
 def _server_need(request: Any) -> tuple[Need, str]:
     return Need.SERVER, ""
 
 
-class AccessInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
-    """Checks every gRPC call with ``guard`` before the servicer sees it."""
+class GuardedServicer:
+    """``servicer`` with every RPC checked by ``guard`` before it runs (health RPCs excepted)."""
 
-    def __init__(self, guard: AccessGuard) -> None:
-        self.guard = guard
-        self._wrapped: dict[str, tuple[grpc.RpcMethodHandler, grpc.RpcMethodHandler]] = {}
+    def __init__(self, servicer: Any, guard: AccessGuard) -> None:
+        self._servicer = servicer
+        self._guard = guard
 
-    async def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
-        details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler:
-        handler = await continuation(details)
-        method = details.method
-        if handler is None or method in OPEN_METHODS:
-            return handler
-        cached = self._wrapped.get(method)
-        if cached is None or cached[0] is not handler:
-            cached = (handler, self._wrap(method, handler))
-            self._wrapped[method] = cached
-        return cached[1]
+    def __getattr__(self, name: str) -> Any:
+        behavior = getattr(self._servicer, name)
+        if name.startswith("_") or name in OPEN_RPCS or not callable(behavior):
+            return behavior
+        if name == STREAM_RPC:
+            wrapped = _stream(self._guard, behavior)
+        else:
+            wrapped = _unary(self._guard, behavior, _NEEDS.get(name, _server_need))
+        setattr(self, name, wrapped)  # wrapped once; later lookups find the attribute
+        return wrapped
 
-    def _wrap(self, method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
-        options = {"request_deserializer": handler.request_deserializer,
-                   "response_serializer": handler.response_serializer}  # fmt: skip
-        if handler.unary_unary is not None:
-            unary = self._unary(handler.unary_unary, _NEEDS.get(method, _server_need))
-            return grpc.unary_unary_rpc_method_handler(unary, **options)
-        if handler.stream_stream is not None:
-            stream = self._stream(handler.stream_stream, per_message=method == STREAM_METHOD)
-            return grpc.stream_stream_rpc_method_handler(stream, **options)
-        # NOTE: the inference service has no other shapes; refused rather than let through.
-        return grpc.unary_unary_rpc_method_handler(_unimplemented, **options)
 
-    def _unary(self, behavior: Any, need_of: NeedOf) -> Any:
-        guard = self.guard
-
-        async def checked(request: Any, context: grpc.aio.ServicerContext) -> Any:
-            need, model = need_of(request)
-            try:
-                state = guard.admit(_authorization(context), need, model)
-            except AccessError as exc:
-                return await _abort(context, exc)
-            if state is None:
-                return await behavior(request, context)
-            try:
-                return await behavior(request, context)
-            finally:
+def _unary(guard: AccessGuard, behavior: Any, need_of: NeedOf) -> Any:
+    async def checked(request: Any, context: grpc.aio.ServicerContext) -> Any:
+        need, model = need_of(request)
+        try:
+            state = guard.admit(_authorization(context), need, model)
+        except AccessError as exc:
+            return await _abort(context, exc)
+        try:
+            result = behavior(request, context)
+            # NOTE: the generated UNIMPLEMENTED answers are plain functions.
+            return await result if inspect.isawaitable(result) else result
+        finally:
+            if state is not None:
                 guard.release(state)
 
-        return checked
-
-    def _stream(self, behavior: Any, *, per_message: bool) -> Any:
-        guard = self.guard
-
-        async def checked(requests: AsyncIterator[Any], context: Any) -> AsyncIterator[Any]:
-            try:
-                state = guard.admit_stream(_authorization(context))
-            except AccessError as exc:
-                await _abort(context, exc)
-            refused: list[AccessError] = []
-
-            async def messages() -> AsyncIterator[Any]:
-                async for message in requests:
-                    try:
-                        guard.admit_message(_authorization(context), message.model_name)
-                    except AccessError as exc:
-                        refused.append(exc)
-                        return
-                    yield message
-
-            try:
-                async for answer in behavior(messages() if per_message else requests, context):
-                    yield answer
-            finally:
-                if state is not None:
-                    guard.release(state)
-            if refused:
-                await _abort(context, refused[0])
-
-        return checked
+    return checked
 
 
-async def _unimplemented(request: Any, context: Any) -> None:
-    await context.abort(grpc.StatusCode.UNIMPLEMENTED, "not available with inference access")
+def _stream(guard: AccessGuard, behavior: Any) -> Any:
+    async def checked(requests: AsyncIterator[Any], context: Any) -> AsyncIterator[Any]:
+        try:
+            state = guard.admit_stream(_authorization(context))
+        except AccessError as exc:
+            await _abort(context, exc)
+        refused: list[AccessError] = []
+
+        async def messages() -> AsyncIterator[Any]:
+            async for message in requests:
+                try:
+                    guard.admit_message(_authorization(context), message.model_name)
+                except AccessError as exc:
+                    refused.append(exc)
+                    return
+                yield message
+
+        try:
+            async for answer in behavior(messages(), context):
+                yield answer
+        finally:
+            if state is not None:
+                guard.release(state)
+        if refused:
+            await _abort(context, refused[0])
+
+    return checked
 
 
 async def _abort(context: Any, exc: AccessError) -> Any:

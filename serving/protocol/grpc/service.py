@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
 import grpc
@@ -239,18 +239,19 @@ class HealthService(health_pb2_grpc.HealthServicer):  # type: ignore[misc]
 
 
 def create_grpc_server(
-    server: InferenceServer, interceptors: Sequence[grpc.aio.ServerInterceptor] = ()
+    server: InferenceServer, guard: Callable[[Any], Any] | None = None
 ) -> grpc.aio.Server:
-    """A grpc.aio server (not yet bound or started) with both services registered."""
+    """A grpc.aio server (not yet bound or started) with both services registered; ``guard``
+    wraps the inference servicer (the access check), never the health service."""
     grpc_server = grpc.aio.server(
-        interceptors=list(interceptors) or None,
         options=[
             ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
             ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
         ],
     )
+    servicer = InferenceService(server)
     service_pb2_grpc.add_GRPCInferenceServiceServicer_to_server(
-        InferenceService(server), grpc_server
+        servicer if guard is None else guard(servicer), grpc_server
     )
     health_pb2_grpc.add_HealthServicer_to_server(HealthService(server), grpc_server)
     return grpc_server

@@ -362,3 +362,13 @@ def test_last_use_reaches_the_token_row_through_the_heartbeat(replica: ServingPr
         return ApiToken.objects.filter(pk=row.pk, last_used__isnull=False).exists()
 
     wait_until(recorded, 10.0)
+
+
+def test_rpcs_serving_lacks_still_answer_unimplemented_behind_the_check(
+    replica: ServingProcess,
+) -> None:
+    _, key = token(models=["fraud"], known_to=replica)
+    client = grpcclient.InferenceServerClient(replica.grpc_url)
+    assert grpc_status(lambda: client.get_system_shared_memory_status()) == "UNAUTHENTICATED"
+    assert grpc_status(lambda: client.get_system_shared_memory_status(
+        headers=grpc_bearer(key))) == "UNIMPLEMENTED"  # fmt: skip
