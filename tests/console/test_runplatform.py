@@ -63,7 +63,11 @@ def test_runplatform_serves_the_demo_models_and_stops_everything_on_sigterm(
             time.sleep(0.5)
         for model in ("mlp", "preprocess"):
             assert _status(f"{serving}/v2/models/{model}/ready") == 200
-        assert _status(f"http://127.0.0.1:{ports['console']}/login/") == 200
+        # The console may still be importing when serving is ready (a loaded machine).
+        while _status(f"http://127.0.0.1:{ports['console']}/login/") != 200:
+            assert platform.poll() is None, log_path.read_text()
+            assert time.monotonic() < deadline, "the console never answered"
+            time.sleep(0.5)
         assert _status(f"http://127.0.0.1:{ports['metrics']}/metrics") == 200
         # The demo needs no inference token: loopback only, and the banner says so.
         log_text = log_path.read_text()
