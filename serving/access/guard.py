@@ -16,6 +16,7 @@ from serving.access.table import EMPTY_TABLE, AccessTable, Need, TokenGrant, key
 
 _SCHEMES = frozenset(("bearer", "token"))
 CONCURRENCY_RETRY_AFTER_S = 1
+MAX_VERIFIED = 4096
 MISSING = (
     "Unauthenticated: this server requires an inference token "
     "(HTTP 'Authorization: Bearer <token>', gRPC 'authorization' metadata)"
@@ -30,6 +31,7 @@ class AccessGuard:
         self.table = EMPTY_TABLE
         self._quotas: dict[int, QuotaState] = {}
         self._used: dict[int, float] = {}
+        self._verified: dict[str, TokenGrant] = {}
         self.rejected: collections.Counter[tuple[str, str]] = collections.Counter()
         self.replace(table)
 
@@ -46,6 +48,7 @@ class AccessGuard:
                 quotas[grant.token_id] = state
         # NOTE: one assignment each, on the loop: a request sees the old table or the new one.
         self._quotas = quotas
+        self._verified = {}
         self.table = table
 
     def admit(self, authorization: str | None, need: Need, model: str) -> QuotaState | None:
@@ -99,6 +102,22 @@ class AccessGuard:
         return used
 
     def _authenticate(self, authorization: str | None) -> TokenGrant:
+        # Headers already verified against this table skip parsing and hashing; only verified
+        # ones are kept (so at most a few per token), and the cache empties with every table.
+        grant = self._verified.get(authorization) if authorization else None
+        if grant is None:
+            grant = self._verify(authorization)
+            if len(self._verified) >= MAX_VERIFIED:
+                self._verified.clear()
+            self._verified[authorization or ""] = grant
+        if grant.expires_at is not None and time.time() >= grant.expires_at:
+            self.rejected[(grant.prefix, "expired")] += 1
+            raise UnauthenticatedError(
+                f"Unauthenticated: the inference token {grant.prefix}… expired", reason="expired"
+            )
+        return grant
+
+    def _verify(self, authorization: str | None) -> TokenGrant:
         key = _key(authorization)
         if key is None:
             self.rejected[("", "unauthenticated")] += 1
@@ -110,11 +129,6 @@ class AccessGuard:
         if grant is None or not hmac.compare_digest(grant.key_hash, digest):
             self.rejected[("", "unauthenticated")] += 1
             raise UnauthenticatedError(INVALID, reason="unauthenticated")
-        if grant.expires_at is not None and time.time() >= grant.expires_at:
-            self.rejected[(grant.prefix, "expired")] += 1
-            raise UnauthenticatedError(
-                f"Unauthenticated: the inference token {grant.prefix}… expired", reason="expired"
-            )
         return grant
 
     def _check(self, grant: TokenGrant, need: Need, model: str) -> QuotaState | None:

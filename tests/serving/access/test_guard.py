@@ -97,6 +97,7 @@ def test_a_new_table_takes_effect_at_once_and_keeps_counters_of_tokens_that_stay
     other = "o" * 43
     guard = guard_with(grant(max_concurrency=1), grant(other, token_id=2))
     held = guard.admit(f"Bearer {KEY}", Need.INFER, "fraud")
+    assert guard.admit(f"Bearer {other}", Need.INFER, "fraud") is None  # verified, remembered
     guard.replace(AccessTable.of(2, [grant(max_concurrency=1)]))  # token 2 revoked
     with pytest.raises(UnauthenticatedError):
         guard.admit(f"Bearer {other}", Need.INFER, "fraud")
