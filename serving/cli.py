@@ -39,6 +39,29 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--id", dest="server_id", help="server name in the metadata (default 'triton')")
     add("--cache-dir", type=Path, help="registry mode: local artifact cache folder")
     add("--log-verbose", type=int, default=0, help="0: info, 1 or more: debug")
+    _add_tls_arguments(parser)
+
+
+def _add_tls_arguments(parser: argparse.ArgumentParser) -> None:
+    """gRPC TLS with Triton's flags; HTTPS (Triton has none) with flags named in their style."""
+    add = parser.add_argument
+    add("--grpc-use-ssl", type=parse_bool, nargs="?", const=True,
+        help="gRPC over TLS with --grpc-server-cert/--grpc-server-key (default false)")  # fmt: skip
+    add("--grpc-use-ssl-mutual", type=parse_bool, nargs="?", const=True,
+        help="gRPC over mutual TLS: clients need a certificate signed by --grpc-root-cert "
+             "(implies --grpc-use-ssl)")  # fmt: skip
+    add("--grpc-server-cert", type=Path, help="PEM file: the gRPC server's certificate (chain)")
+    add("--grpc-server-key", type=Path, help="PEM file: the gRPC server's private key")
+    add("--grpc-root-cert", type=Path, help="PEM file: the CA that client certificates chain to")
+    add("--http-ssl-cert", type=Path, help="PEM file: serve HTTPS on the HTTP port with this cert")
+    add("--http-ssl-key", type=Path, help="PEM file: the HTTPS private key")
+    add("--metrics-ssl-cert", type=Path, help="PEM file: serve the metrics port over HTTPS")
+    add("--metrics-ssl-key", type=Path, help="PEM file: the metrics port's private key")
+
+
+TLS_KEYS = ("grpc_use_ssl", "grpc_use_ssl_mutual", "grpc_server_cert", "grpc_server_key",
+            "grpc_root_cert", "http_ssl_cert", "http_ssl_key", "metrics_ssl_cert",
+            "metrics_ssl_key")  # fmt: skip
 
 
 def settings_from_args(options: dict[str, Any]) -> ServingSettings:
@@ -46,7 +69,7 @@ def settings_from_args(options: dict[str, Any]) -> ServingSettings:
             "auto_complete_config", "host", "http_port",
             "grpc_port", "metrics_port", "strict_readiness", "exit_on_error", "max_request_bytes",
             "exit_timeout_s", "server_id", "cache_dir")  # fmt: skip
-    overrides: dict[str, Any] = {key: options.get(key) for key in keys}
+    overrides: dict[str, Any] = {key: options.get(key) for key in (*keys, *TLS_KEYS)}
     if options.get("load_models"):
         overrides["load_models"] = tuple(options["load_models"])
     return settings_from_env(**overrides)

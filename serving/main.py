@@ -24,6 +24,7 @@ from serving.core.server import InferenceServer
 from serving.protocol.grpc.service import create_grpc_server
 from serving.protocol.http.app import HttpApp
 from serving.protocol.http.metrics_app import MetricsApp
+from serving.protocol.tls import grpc_server_credentials, uvicorn_tls
 from serving.settings import PORT_DISABLED, ServingSettings
 from serving.sources import ModelSource
 
@@ -140,7 +141,7 @@ def _bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-def _uvicorn(app: Any, settings: ServingSettings) -> uvicorn.Server:
+def _uvicorn(app: Any, settings: ServingSettings, tls: dict[str, Any]) -> uvicorn.Server:
     config = uvicorn.Config(
         app,
         http="httptools",
@@ -151,6 +152,7 @@ def _uvicorn(app: Any, settings: ServingSettings) -> uvicorn.Server:
         timeout_keep_alive=60,
         timeout_graceful_shutdown=int(settings.exit_timeout_s) or 1,
         h11_max_incomplete_event_size=None,
+        **tls,
     )
     # NOTE: no per-request access log on the data plane (it costs more than routing does).
     access = logging.getLogger("uvicorn.access")
@@ -159,11 +161,12 @@ def _uvicorn(app: Any, settings: ServingSettings) -> uvicorn.Server:
 
 
 async def _serve_uvicorn(
-    app: Any, settings: ServingSettings, port: int
+    app: Any, settings: ServingSettings, port: int, *, tls: dict[str, Any]
 ) -> tuple[uvicorn.Server, asyncio.Task[None], int]:
+    server = _uvicorn(app, settings, tls)
+    server.config.load()  # NOTE: before binding: unreadable certificates fail with nothing open
     sock = _bind(settings.host, port)
     bound = int(sock.getsockname()[1])
-    server = _uvicorn(app, settings)
     # NOTE: ``_serve`` is ``serve`` without uvicorn's own signal handling; the process owns signals.
     task = asyncio.create_task(server._serve(sockets=[sock]))
     while not server.started:
@@ -179,7 +182,8 @@ async def _start_http(
     if settings.http_port == PORT_DISABLED:
         return None, None
     app = HttpApp(server, max_request_bytes=settings.max_request_bytes)
-    http, task, ports.http = await _serve_uvicorn(app, settings, settings.http_port)
+    tls = uvicorn_tls(settings.http_ssl_cert, settings.http_ssl_key)
+    http, task, ports.http = await _serve_uvicorn(app, settings, settings.http_port, tls=tls)
     return http, task
 
 
@@ -189,7 +193,12 @@ async def _start_grpc(
     if settings.grpc_port == PORT_DISABLED:
         return None
     grpc_server = create_grpc_server(server)
-    ports.grpc = grpc_server.add_insecure_port(_grpc_address(settings.host, settings.grpc_port))
+    address = _grpc_address(settings.host, settings.grpc_port)
+    credentials = grpc_server_credentials(settings)
+    if credentials is None:
+        ports.grpc = grpc_server.add_insecure_port(address)
+    else:
+        ports.grpc = grpc_server.add_secure_port(address, credentials)
     await grpc_server.start()
     return grpc_server
 
@@ -203,8 +212,9 @@ async def _start_metrics(
 ) -> tuple[uvicorn.Server | None, asyncio.Task[None] | None]:
     if settings.metrics_port == PORT_DISABLED:
         return None, None
+    tls = uvicorn_tls(settings.metrics_ssl_cert, settings.metrics_ssl_key)
     metrics, task, ports.metrics = await _serve_uvicorn(
-        MetricsApp(server), settings, settings.metrics_port
+        MetricsApp(server), settings, settings.metrics_port, tls=tls
     )
     return metrics, task
 

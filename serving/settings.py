@@ -45,6 +45,17 @@ class ServingSettings:
     redis_url: str = ""
     cpu_count: int = 0  # 0: os.cpu_count()
     gpu_count: int = -1  # -1: detect
+    # TLS (docs/serving.md "TLS"). gRPC with Triton's flags: mutual implies SSL.
+    grpc_use_ssl: bool = False
+    grpc_use_ssl_mutual: bool = False
+    grpc_server_cert: Path | None = None
+    grpc_server_key: Path | None = None
+    grpc_root_cert: Path | None = None
+    # HTTPS on the inference port and, separately, on the metrics port (PEM files).
+    http_ssl_cert: Path | None = None
+    http_ssl_key: Path | None = None
+    metrics_ssl_cert: Path | None = None
+    metrics_ssl_key: Path | None = None
 
     def __post_init__(self) -> None:
         problems = self.problems()
@@ -75,7 +86,35 @@ class ServingSettings:
             problems.append("--repository-poll-secs: must be positive")
         if self.exit_timeout_s < 0:
             problems.append("--exit-timeout-secs: must not be negative")
+        problems.extend(self._tls_problems())
         return problems
+
+    def _tls_problems(self) -> list[str]:
+        problems: list[str] = []
+        if self.grpc_tls:
+            flag = "--grpc-use-ssl-mutual" if self.grpc_use_ssl_mutual else "--grpc-use-ssl"
+            if self.grpc_server_cert is None or self.grpc_server_key is None:
+                problems.append(f"{flag}: needs --grpc-server-cert and --grpc-server-key")
+            if self.grpc_use_ssl_mutual and self.grpc_root_cert is None:
+                problems.append(
+                    "--grpc-use-ssl-mutual: needs --grpc-root-cert (the CA that signs clients)"
+                )
+        for prefix, cert, key in (
+            ("--http-ssl", self.http_ssl_cert, self.http_ssl_key),
+            ("--metrics-ssl", self.metrics_ssl_cert, self.metrics_ssl_key),
+        ):
+            if (cert is None) != (key is None):
+                problems.append(f"{prefix}-cert and {prefix}-key: give both or neither")
+        return problems
+
+    @property
+    def grpc_tls(self) -> bool:
+        """gRPC listens with TLS (Triton: ``--grpc-use-ssl-mutual`` implies ``--grpc-use-ssl``)."""
+        return self.grpc_use_ssl or self.grpc_use_ssl_mutual
+
+    @property
+    def http_tls(self) -> bool:
+        return self.http_ssl_cert is not None
 
     @property
     def registry_mode(self) -> bool:
@@ -121,6 +160,15 @@ _ENV_FIELDS: dict[str, tuple[str, type]] = {
     "SERVING_REPLICA_ADDRESS": ("replica_address", str),
     "SERVING_CPU_COUNT": ("cpu_count", int),
     "SERVING_GPU_COUNT": ("gpu_count", int),
+    "SERVING_GRPC_USE_SSL": ("grpc_use_ssl", bool),
+    "SERVING_GRPC_USE_SSL_MUTUAL": ("grpc_use_ssl_mutual", bool),
+    "SERVING_GRPC_SERVER_CERT": ("grpc_server_cert", Path),
+    "SERVING_GRPC_SERVER_KEY": ("grpc_server_key", Path),
+    "SERVING_GRPC_ROOT_CERT": ("grpc_root_cert", Path),
+    "SERVING_HTTP_SSL_CERT": ("http_ssl_cert", Path),
+    "SERVING_HTTP_SSL_KEY": ("http_ssl_key", Path),
+    "SERVING_METRICS_SSL_CERT": ("metrics_ssl_cert", Path),
+    "SERVING_METRICS_SSL_KEY": ("metrics_ssl_key", Path),
 }
 
 

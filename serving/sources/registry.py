@@ -104,7 +104,8 @@ class RegistrySource:
             host = self.settings.replica_address or self.settings.host
             if host in ("0.0.0.0", "::", ""):
                 host = socket.gethostname()
-            self.http_url = f"http://{host}:{http_port}"
+            scheme = "https" if self.settings.http_tls else "http"
+            self.http_url = f"{scheme}://{host}:{http_port}"
         self._endpoints_known.set()
 
     # -- following the registry ----------------------------------------------------------------
