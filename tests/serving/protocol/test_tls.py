@@ -329,3 +329,12 @@ def test_a_registry_replica_serving_https_advertises_an_https_url(pki: Pki, tmp_
     source = RegistrySource(settings)
     source.set_endpoints(http_port=8443)
     assert source.http_url == "https://replica-1:8443"
+
+
+def test_a_missing_certificate_file_stops_the_start(pki: Pki, repo: Path, tmp_path: Path) -> None:
+    settings = folder_settings(
+        repo, grpc_use_ssl=True, grpc_server_cert=tmp_path / "missing.pem",
+        grpc_server_key=pki.server_key,
+    )  # fmt: skip
+    with pytest.raises(FileNotFoundError, match="missing.pem"):
+        ServingProcess(settings).start()
