@@ -15,10 +15,11 @@ from serving.observability import system_metrics
 pytestmark = pytest.mark.embedded
 
 ROOT = Path(__file__).resolve().parents[2]
+DASHBOARD = ROOT / "deploy" / "kubernetes" / "base" / "grafana-dashboard.json"
 
 
 def _dashboard() -> dict:
-    return json.loads((ROOT / "deploy" / "grafana-dashboard.json").read_text())
+    return json.loads(DASHBOARD.read_text())
 
 
 def _exprs() -> list[str]:
