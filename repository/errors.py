@@ -178,6 +178,23 @@ class TokenOutranksUserError(RegistryError):
         )
 
 
+class TokenForAnotherUserError(RegistryError):
+    """A token for someone else carries more than viewing: whoever holds it could act (and
+    approve) as that person."""
+
+    code = "token_for_another_user"
+
+    def __init__(self, actor: str, user: str, role: str, allowed: list[str]) -> None:
+        super().__init__(
+            f"{actor} may create a token for {user} only with the role "
+            f"{' or '.join(allowed)}, not {role}; {user} creates their own",
+            actor=actor,
+            user=user,
+            role=role,
+            allowed=allowed,
+        )
+
+
 class TokenInvalidError(RegistryError):
     code = "invalid_token"
 

@@ -39,6 +39,14 @@ def registry_admin(db):  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture
+def second_admin(db):  # type: ignore[no-untyped-def]
+    """Another admin: the second person an approval needs."""
+    from tests.factories import UserFactory
+
+    return UserFactory(username="second-admin", role="admin")
+
+
+@pytest.fixture
 def viewer(db):  # type: ignore[no-untyped-def]
     from tests.factories import UserFactory
 

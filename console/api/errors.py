@@ -30,6 +30,7 @@ _TABLE: dict[type[errors.RegistryError], int] = {
     errors.LastAdminError: status.HTTP_409_CONFLICT,
     errors.SuperuserRoleError: status.HTTP_409_CONFLICT,
     errors.TokenOutranksUserError: status.HTTP_400_BAD_REQUEST,
+    errors.TokenForAnotherUserError: status.HTTP_403_FORBIDDEN,
 }
 
 

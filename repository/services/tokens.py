@@ -10,7 +10,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from repository.errors import TokenInvalidError, TokenOutranksUserError
+from repository.errors import TokenForAnotherUserError, TokenInvalidError, TokenOutranksUserError
 from repository.models import ApiToken, Event, Role
 from repository.selectors.roles import role_rank, user_role
 from repository.services.events import event_record
@@ -18,6 +18,8 @@ from repository.services.events import event_record
 KEY_PREFIX_CHARS = 8
 # Updating last_used on every request would turn each read into a write; once a minute is plenty.
 LAST_USED_RESOLUTION = timedelta(seconds=60)
+# The roles a token may carry when someone else creates it for a user: only reading.
+ROLES_FOR_ANOTHER_USER = frozenset({Role.VIEWER.value})
 
 
 def api_token_hash(key: str) -> str:
@@ -30,12 +32,16 @@ def api_token_create(
     """Create a token for ``user`` and return it with its plain key (shown once, never stored).
 
     The role may not exceed the user's own (TokenOutranksUserError): the token would act with
-    the user's role anyway, and a list of tokens should not claim more than they can do.
+    the user's role anyway, and a list of tokens should not claim more than they can do. An
+    ``actor`` other than ``user`` may only create viewer tokens for them
+    (TokenForAnotherUserError): whoever holds a deployer or admin token acts as its user, and
+    could approve code in their name. ``actor`` None is the user themself.
     """
     role = Role(role).value
     held = user_role(user)
     if held is None or role_rank(held) < role_rank(role):
         raise TokenOutranksUserError(user.get_username(), held, role)
+    _require_own_or_viewer(actor=actor, user=user, role=role)
     key = secrets.token_urlsafe(32)
     with transaction.atomic():
         token = ApiToken.objects.create(
@@ -51,6 +57,14 @@ def api_token_create(
             detail={"token": token.prefix, "user": user.get_username(), "role": role},
         )
     return token, key
+
+
+def _require_own_or_viewer(*, actor: Any, user: Any, role: str) -> None:
+    if actor is None or actor.pk == user.pk or role in ROLES_FOR_ANOTHER_USER:
+        return
+    raise TokenForAnotherUserError(
+        actor.get_username(), user.get_username(), role, sorted(ROLES_FOR_ANOTHER_USER)
+    )
 
 
 def api_token_revoke(*, token: ApiToken, actor: Any) -> ApiToken:

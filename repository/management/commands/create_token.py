@@ -27,6 +27,10 @@ class Command(BaseCommand):
                 user.set_unusable_password()
                 user.save(update_fields=["password"])
             user_role_grant(user=user, role=role)
+            # NOTE: no actor, so any role for any user. Whoever runs manage.py already holds the
+            # settings (SECRET_KEY, the database's credentials) and could write any row; refusing
+            # here would protect nothing. The API and console pass the signed-in actor, and there
+            # a token for someone else is limited to the viewer role.
             _, key = api_token_create(user=user, role=role, name=name or "command line")
         # The key alone on stdout, so scripts can capture it: TOKEN=$(manage.py create_token ...)
         self.stdout.write(key)

@@ -59,3 +59,13 @@ def test_page_refuses_a_token_above_its_users_role(admin_client, viewer):
     assert response.status_code == 400
     assert "a token cannot carry more" in response.content.decode()
     assert not ApiToken.objects.filter(name="big").exists()
+
+
+def test_page_refuses_an_admin_token_for_another_admin(admin_client, registry_admin):
+    url = reverse("console:token-list")
+    response = admin_client.post(
+        url, {"name": "as-them", "role": "admin", "username": "registry-admin"}
+    )
+    assert response.status_code == 400
+    assert "only with the role viewer, not admin" in response.content.decode()
+    assert not ApiToken.objects.filter(name="as-them").exists()

@@ -6,7 +6,7 @@ import hashlib
 
 import pytest
 
-from repository.errors import TokenInvalidError, TokenOutranksUserError
+from repository.errors import TokenForAnotherUserError, TokenInvalidError, TokenOutranksUserError
 from repository.models import ApiToken, Event
 from repository.services import api_token_authenticate, api_token_create, api_token_revoke
 
@@ -52,3 +52,22 @@ def test_token_cannot_carry_more_than_its_users_role(viewer) -> None:  # type: i
         api_token_create(user=viewer, role="deployer")
     assert raised.value.extra == {"user": viewer.username, "held": "viewer", "role": "deployer"}
     assert not ApiToken.objects.exists()
+
+
+def test_someone_else_may_create_only_a_viewer_token_for_a_user(
+    registry_admin, second_admin
+) -> None:  # type: ignore[no-untyped-def]
+    for role in ("deployer", "admin"):
+        with pytest.raises(TokenForAnotherUserError) as raised:
+            api_token_create(user=second_admin, role=role, actor=registry_admin)
+        assert raised.value.code == "token_for_another_user"
+    assert not ApiToken.objects.exists()
+    token, _ = api_token_create(user=second_admin, role="viewer", actor=registry_admin)
+    assert (token.user, token.role) == (second_admin, "viewer")
+    event = Event.objects.get(action="token_create")
+    assert (event.actor, event.detail["user"]) == (registry_admin, second_admin.username)
+
+
+def test_a_user_may_create_a_token_of_their_own_role_for_themself(registry_admin) -> None:  # type: ignore[no-untyped-def]
+    token, _ = api_token_create(user=registry_admin, role="admin", actor=registry_admin)
+    assert token.role == "admin"
