@@ -7,6 +7,7 @@ instance or a queryset, so serving never depends on the ORM's shape.
 from __future__ import annotations
 
 import dataclasses
+import logging
 from datetime import datetime
 from typing import Any, BinaryIO
 
@@ -14,7 +15,10 @@ from django.db import transaction
 
 from repository import blobs, selectors, services
 from repository.models import ModelVersion, VersionState
+from repository.selectors.approvals import model_version_code_changes
 from repository.services.revision import REVISION_CHANNEL
+
+logger = logging.getLogger(__name__)
 
 __all__ = [
     "REVISION_CHANNEL",
@@ -84,7 +88,7 @@ def serving_snapshot() -> RegistrySnapshot:
         # NOTE: the revision is read first, so a change committed meanwhile makes the snapshot look
         # older than its content, never newer: the replica just reads again at the next revision.
         revision = services.serving_revision_current()
-        versions = list(selectors.servable_version_list())
+        versions = [v for v in selectors.servable_version_list() if _code_as_approved(v)]
     loadable = tuple(_servable(v) for v in versions)
     promoted = tuple(
         s for s, v in zip(loadable, versions, strict=True) if v.state == VersionState.PROMOTED
@@ -131,6 +135,20 @@ def live_replicas(max_age_s: float = selectors.LIVE_REPLICA_MAX_AGE_S) -> list[R
         )
         for r in selectors.replica_list(max_age_s=max_age_s)
     ]
+
+
+def _code_as_approved(version: ModelVersion) -> bool:
+    """Whether a code-bearing version's files are still the ones approved: rows changed behind
+    the registry's back never reach serving, however the version's state reads."""
+    changed = model_version_code_changes(version=version)
+    if changed:
+        logger.warning(
+            "%s v%d is not served: files differ from the ones approved (%s)",
+            version.model.name,
+            version.number,
+            ", ".join(changed),
+        )
+    return not changed
 
 
 def _servable(version: ModelVersion) -> ServableVersion:

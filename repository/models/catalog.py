@@ -76,6 +76,8 @@ class ModelVersion(models.Model):
     ``config_text`` is the complete config validation produced (auto-completed and normalised);
     ``submitted_config_text`` is what the uploader gave (may be empty). ``validation_steps`` is the
     report, one ``{"name", "status", "message", "duration_ms"}`` per step, updated while it runs.
+    A code-bearing version (``needs_approval``) is approved by an admin who uploaded none of its
+    files (``approved_by``, ``approved_at`` and the files' hashes in ``approved_code``).
     """
 
     model = models.ForeignKey(Model, on_delete=models.PROTECT, related_name="versions")
@@ -96,12 +98,20 @@ class ModelVersion(models.Model):
         related_name="approved_versions",
     )
     approved_at = models.DateTimeField(null=True, blank=True)
+    # The sha256 of every file the approver approved: {"files": {path: sha256}, "model_files":
+    # {...}}. A version whose files no longer match may not be promoted or served.
+    approved_code = models.JSONField(default=dict, blank=True)
     uploaded_by = models.ForeignKey(
         settings.AUTH_USER_MODEL,
         null=True,
         blank=True,
         on_delete=models.SET_NULL,
         related_name="uploaded_versions",
+    )
+    # Who uploaded the files of this version: its uploader, or for a config change the code's
+    # uploaders carried over from the version it was derived from. None of them may approve it.
+    code_uploaders = models.ManyToManyField(
+        settings.AUTH_USER_MODEL, blank=True, related_name="code_uploaded_versions"
     )
     created_at = models.DateTimeField(auto_now_add=True)
     size = models.BigIntegerField(default=0)
@@ -140,7 +150,7 @@ class ModelVersion(models.Model):
 
     @property
     def approved(self) -> bool:
-        # approved_by is empty for versions an operator imported with import_repository (trusted).
+        # approved_by is empty only for Portico's own demo code, approved as shipped.
         return self.approved_at is not None
 
     @property

@@ -1,17 +1,14 @@
 """The registry's writes (HackSoft-style services): keyword-only, typed, transactional. Each state
 move checks the current state and raises a named error from ``repository.errors``."""
 
+from repository.services.approvals import model_version_approve, model_version_approve_demo
 from repository.services.events import event_record
 from repository.services.golden import (
     golden_request_delete,
     golden_request_record,
     golden_request_record_run,
 )
-from repository.services.promotion import (
-    model_rollback,
-    model_version_approve,
-    model_version_promote,
-)
+from repository.services.promotion import model_rollback, model_version_promote
 from repository.services.replicas import replica_heartbeat
 from repository.services.revision import (
     REVISION_CHANNEL,
@@ -51,6 +48,7 @@ __all__ = [
     "model_name_check",
     "model_rollback",
     "model_version_approve",
+    "model_version_approve_demo",
     "model_version_create_from_staged",
     "model_version_create_from_upload",
     "model_version_create_with_config",

@@ -268,11 +268,14 @@ def test_postgres_notify_wakes_the_replica_without_redis(tmp_path: Path) -> None
         )
 
 
-def test_imported_demo_ensemble_serves_once_its_composing_models_load(tmp_path: Path) -> None:
+def test_imported_demo_ensemble_serves_once_its_composing_models_load(  # type: ignore[no-untyped-def]
+    tmp_path: Path, registry_admin
+) -> None:
     from django.core.management import call_command
 
     dm.write_demo_repository(tmp_path / "demo")
-    retrying(lambda: call_command("import_repository", str(tmp_path / "demo"), sync=True))
+    demo, vouch = str(tmp_path / "demo"), registry_admin.username  # its Python code needs one
+    retrying(lambda: call_command("import_repository", demo, sync=True, approved_by=vouch))
     with ServingProcess(registry_settings(tmp_path)) as server:
         client = httpclient.InferenceServerClient(server.http_url)
         assert client.is_model_ready("pipeline")
