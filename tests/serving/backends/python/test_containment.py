@@ -121,6 +121,43 @@ def test_hostile_model_sees_no_secret_and_nothing_it_forks_outlives_a_killed_ser
     )
 
 
+# Also keeps its own process alive: the stub's watch for a vanished server can no longer exit,
+# and a non-daemon thread holds the interpreter open after the server's socket closes.
+DISARMING = HOSTILE.replace(
+    "            os._exit(0)\n",
+    "            os._exit(0)\n"
+    "        os._exit = lambda code: None\n"
+    "        import threading, time\n"
+    "        threading.Thread(target=time.sleep, args=(600,)).start()\n",
+)
+
+
+def test_without_bubblewrap_model_processes_still_die_with_a_killed_server(tmp_path: Path) -> None:
+    token = f"portico-outlive-{os.getpid()}-{time.monotonic_ns()}"
+    assert DISARMING != HOSTILE
+    demo_models.write_python_model(tmp_path / "repo", "hostile", DISARMING, hostile_config(token))
+    port = free_port()
+    args = ["-m", "serving", "--model-repository", str(tmp_path / "repo"), "--host", "127.0.0.1",
+            "--http-port", str(port), "--grpc-port", "-1", "--metrics-port", "-1"]  # fmt: skip
+    # No bwrap on PATH: only PR_SET_PDEATHSIG ties the model's process to the server.
+    environment = {**os.environ, "PATH": str(tmp_path), "PYTHONPATH": str(ROOT)}
+    server = subprocess.Popen([sys.executable, *args], cwd=ROOT, env=environment)
+    try:
+        wait_ready(f"127.0.0.1:{port}", process=server)
+        wait_until(lambda: processes_naming(token))
+        assert processes_naming(f"portico_{server.pid}_")
+        server.send_signal(signal.SIGKILL)
+        server.wait()
+        wait_until(lambda: not processes_naming(f"portico_{server.pid}_"))
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+        # NOTE: outside a PID namespace a child that called setsid() does outlive the server.
+        for pid in processes_naming(token):
+            os.kill(pid, signal.SIGKILL)
+
+
 def test_model_processes_and_their_children_end_with_a_stopped_server(tmp_path: Path) -> None:
     token = f"portico-outlive-{os.getpid()}-{time.monotonic_ns()}"
     demo_models.write_python_model(tmp_path / "repo", "hostile", HOSTILE, hostile_config(token))
