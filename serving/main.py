@@ -80,6 +80,7 @@ async def run_server(
     """Serve until ``stop`` is set; returns the exit code. ``on_ready(server, ports)`` is called
     once every port listens."""
     stop = stop or asyncio.Event()
+    _sweep_shared_memory()
     source = source or make_source(settings)
     server = InferenceServer(settings)
     server.control = source
@@ -126,6 +127,15 @@ async def run_server(
                 await task
     logger.info("stopped")
     return EXIT_OK
+
+
+def _sweep_shared_memory() -> None:
+    """Python models' segments left by servers that were killed (nothing else ever frees them)."""
+    from serving.backends.python import shm
+
+    removed = shm.sweep_dead_servers()
+    if removed:
+        logger.info("removed %d shared memory segments of servers no longer running", len(removed))
 
 
 def _bind(host: str, port: int) -> socket.socket:

@@ -17,6 +17,7 @@ import datetime
 import hashlib
 import logging
 import os
+import shutil
 import socket
 import tempfile
 import threading
@@ -26,6 +27,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from repository.config import ConfigError, parse_config_text
+from serving.backends.python import launch
 from serving.core.devices import gpu_count
 from serving.core.model_spec import ModelSpec
 from serving.core.model_table import UNLOADED_REASON
@@ -59,8 +61,14 @@ class RegistrySource:
         self._apply_lock = asyncio.Lock()
         self._listening = threading.Event()
         self._endpoints_known = asyncio.Event()
-        root = settings.cache_dir or Path(tempfile.gettempdir()) / "portico-serving-cache"
-        self.cache = BlobCache(Path(root), self._open_blob)
+        # Without a configured folder: a private one of this process's own (mkdtemp makes it 0700
+        # under an unguessable name), removed when the replica stops.
+        self._own_cache = (
+            None if settings.cache_dir else tempfile.mkdtemp(prefix="portico-serving-")
+        )
+        self.cache = BlobCache(Path(settings.cache_dir or str(self._own_cache)), self._open_blob)
+        # NOTE: model processes see the whole cache (their own folder included) read-only.
+        launch.protect(self.cache.root)
 
     # -- ModelSource ---------------------------------------------------------------------------
 
@@ -86,6 +94,9 @@ class RegistrySource:
             await self._registry(_close_connection)
         self._listening.clear()
         self._executor.shutdown(wait=False)
+        launch.unprotect(self.cache.root)
+        if self._own_cache is not None:
+            shutil.rmtree(self._own_cache, ignore_errors=True)
 
     def model_names(self) -> list[str]:
         return sorted({name for name, _ in self._loadable} | set(self._promoted))

@@ -158,6 +158,18 @@ def test_secrets_are_referenced_never_inlined(overlay: tuple) -> None:
     assert {"secretRef": {"name": "portico-console"}} in console["envFrom"]
 
 
+def test_serving_runs_without_the_console_key_and_caches_below_the_volume_root(
+    overlay: tuple,
+) -> None:
+    _, docs = overlay
+    serving = _container(_one(docs, "Deployment", "portico-serving"))
+    env = {e["name"]: e.get("value") for e in serving["env"]}
+    assert env["DJANGO_SETTINGS_MODULE"] == "console.settings.serving"
+    mounts = {m["mountPath"] for m in serving["volumeMounts"]}
+    assert env["SERVING_CACHE_DIR"] not in mounts
+    assert any(env["SERVING_CACHE_DIR"].startswith(m + "/") for m in mounts)
+
+
 def test_network_is_denied_by_default_and_every_pod_has_a_policy(overlay: tuple) -> None:
     _, docs = overlay
     policies = [d for d in docs if d["kind"] == "NetworkPolicy"]
