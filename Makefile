@@ -13,7 +13,7 @@ $(STAMP): requirements.lock pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -r requirements.lock
-	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
+	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation --check-build-dependencies -e .
 	touch $(STAMP)
 
 # Browser libraries (htmx, uPlot) come from the npm registry, pinned by package-lock.json.

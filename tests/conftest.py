@@ -100,10 +100,6 @@ def start_live_worker(
     from django.conf import settings
     from django.db import connection
 
-    if connection.vendor == "sqlite" and connection.creation.is_in_memory_db(
-        connection.settings_dict["NAME"]
-    ):
-        pytest.skip("a worker process cannot share an in-memory SQLite test database")
     shared = {
         "db_name": connection.settings_dict["NAME"],
         "var_dir": str(settings.VAR_DIR),

@@ -1,6 +1,6 @@
 """A script's view of the platform: a token from ``create_token``, real ONNX models uploaded over
 the API, validated by a real Celery worker running the real check, promoted, rolled back, golden
-requests recorded. Needs a database the worker process can share (not in-memory SQLite)."""
+requests recorded. The worker process shares the test database (a file with SQLite)."""
 
 from __future__ import annotations
 

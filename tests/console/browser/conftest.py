@@ -220,7 +220,8 @@ class Session:
         self.page.fill("input[name=username]", username)
         self.page.fill("input[name=password]", password)
         self.page.click("button[type=submit]")
-        self.page.wait_for_url("**/")
+        # Exactly the home page: "**/" would also match the login page a refused sign-in stays on.
+        self.page.wait_for_url("/")
 
     def sign_out(self) -> None:
         self.page.click("text=Sign out")

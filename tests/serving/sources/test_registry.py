@@ -50,8 +50,8 @@ def promote(version: Any) -> None:
 
 
 def retrying(change: Any) -> Any:
-    """Run a registry write, retrying while SQLite's shared in-memory test database is locked by
-    the replica's reader thread (PostgreSQL never needs this)."""
+    """Run a registry write, retrying while SQLite's test database is locked by the replica's
+    reader thread (PostgreSQL never needs this)."""
     from django.db import OperationalError, transaction
 
     for _ in range(50):
