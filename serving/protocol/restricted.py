@@ -86,7 +86,9 @@ def parse_restrictions(
         if not sep or not eq or not apis or not header.strip():
             problems.append(f"{flag}: expected '<api>[,<api>...]:<header>=<value>', got '{spec}'")
             continue
-        restriction = Restriction(header_prefix + header.strip(), value)
+        # NOTE: gRPC metadata keys are lower case on the wire, so the key is lowered there.
+        key = header.strip().lower() if header_prefix else header.strip()
+        restriction = Restriction(header_prefix + key, value)
         for api in (a.strip() for a in apis.split(",")):
             if api not in GROUPS:
                 problems.append(f"{flag}: unknown API '{api}' (known: {', '.join(GROUPS)})")

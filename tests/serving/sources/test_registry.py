@@ -8,6 +8,7 @@ import os
 import tempfile
 import threading
 import time
+from contextlib import ExitStack, closing
 from pathlib import Path
 from typing import Any
 
@@ -302,8 +303,8 @@ def test_failed_on_demand_load_does_not_block_later_promotions(tmp_path: Path) -
     registry_version("ident", 2, b"not an onnx model", config)
     v3 = registry_version("ident", 3, onnx, config)
     promote(v1)
-    with ServingProcess(registry_settings(tmp_path)) as server:
-        client = httpclient.InferenceServerClient(server.http_url)
+    with ExitStack() as stack, ServingProcess(registry_settings(tmp_path)) as server:
+        client = stack.enter_context(closing(httpclient.InferenceServerClient(server.http_url)))
         x = np.ones((1, 2), dtype=np.float32)
         with pytest.raises(InferenceServerException):
             client.infer("ident", [identity_input(x)], model_version="2")
@@ -323,8 +324,8 @@ def test_on_demand_versions_are_capped_with_the_least_recently_used_evicted(
     for number in (2, 3, 4):
         registry_version("ident", number, onnx, config)
     settings = on_demand_settings(tmp_path, on_demand_max_versions=2)
-    with ServingProcess(settings) as server:
-        client = httpclient.InferenceServerClient(server.http_url)
+    with ExitStack() as stack, ServingProcess(settings) as server:
+        client = stack.enter_context(closing(httpclient.InferenceServerClient(server.http_url)))
         x = np.ones((1, 2), dtype=np.float32)
         for number in ("2", "3", "2", "4"):  # 3 is then the least recently used
             result = client.infer("ident", [identity_input(x)], model_version=number)
@@ -344,8 +345,9 @@ def test_idle_on_demand_version_is_unloaded(tmp_path: Path) -> None:
     onnx, config = identity_onnx(tmp_path)
     promote(registry_version("ident", 1, onnx, config))
     registry_version("ident", 2, onnx, config)
-    with ServingProcess(on_demand_settings(tmp_path, on_demand_idle_s=0.3)) as server:
-        client = httpclient.InferenceServerClient(server.http_url)
+    settings = on_demand_settings(tmp_path, on_demand_idle_s=0.3)
+    with ExitStack() as stack, ServingProcess(settings) as server:
+        client = stack.enter_context(closing(httpclient.InferenceServerClient(server.http_url)))
         x = np.ones((1, 2), dtype=np.float32)
         client.infer("ident", [identity_input(x)], model_version="2")
         wait_for(lambda: version_rows(client)["2"]["state"] == "UNAVAILABLE")
@@ -358,8 +360,9 @@ def test_on_demand_loading_off_refuses_unloaded_versions(tmp_path: Path) -> None
     onnx, config = identity_onnx(tmp_path)
     promote(registry_version("ident", 1, onnx, config))
     registry_version("ident", 2, onnx, config)
-    with ServingProcess(on_demand_settings(tmp_path, on_demand_max_versions=0)) as server:
-        client = httpclient.InferenceServerClient(server.http_url)
+    settings = on_demand_settings(tmp_path, on_demand_max_versions=0)
+    with ExitStack() as stack, ServingProcess(settings) as server:
+        client = stack.enter_context(closing(httpclient.InferenceServerClient(server.http_url)))
         x = np.ones((1, 2), dtype=np.float32)
         with pytest.raises(InferenceServerException, match="version 2 is not found"):
             client.infer("ident", [identity_input(x)], model_version="2")
