@@ -21,19 +21,17 @@ class RestrictedApiMiddleware:
 
     def __init__(self, app: App, restrictions: Mapping[str, Restriction]) -> None:
         self.app = app
-        self.restrictions = dict(restrictions)
+        # group -> (header, value) as ASGI delivers them (lower-case name, raw bytes), and refusal
+        self.checks = {
+            group: ((r.key.encode(), r.value.encode()), http_refusal(r))
+            for group, r in restrictions.items()
+        }
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Send) -> None:
         if scope["type"] == "http":
             group = http_group(scope["path"])
-            restriction = self.restrictions.get(group) if group is not None else None
-            if restriction is not None and not _carries(scope, restriction):
+            check = self.checks.get(group) if group is not None else None
+            if check is not None and check[0] not in scope["headers"]:
                 close = [(b"connection", b"close")] if scope["method"] != "GET" else []
-                return await send_error(send, 403, http_refusal(restriction), close)
+                return await send_error(send, 403, check[1], close)
         await self.app(scope, receive, send)
-
-
-def _carries(scope: dict[str, Any], restriction: Restriction) -> bool:
-    key = restriction.key.encode("latin-1")
-    value = restriction.value.encode("latin-1")
-    return any(k == key and v == value for k, v in scope["headers"])

@@ -215,3 +215,38 @@ def test_unexpected_failure_answers_500_with_a_request_id_and_no_exception_text(
     assert "secret" not in str(info.value)
     logged = [r for r in caplog.records if request_id in r.getMessage()]
     assert logged and "secret detail" in str(logged[0].exc_info[1])
+
+
+def test_a_stream_runs_a_bounded_number_of_requests_at_once(tmp_path: Path) -> None:
+    from serving.protocol.grpc.service import STREAM_MAX_IN_FLIGHT
+
+    repo = tmp_path / "repo"
+    stream_gate = tmp_path / "stream-gate"
+    config = dm.build_config(
+        "gated", backend="python", max_batch_size=0,
+        inputs=[dm.TensorDecl("INPUT0", "FP32", (-1,))],
+        outputs=[dm.TensorDecl("OUTPUT0", "FP32", (-1,))],
+        instance_kind="KIND_CPU", parameters={"gate": str(stream_gate)},
+    )  # fmt: skip
+    dm.write_python_model(repo, "gated", GATED_MODEL, config)
+    sent = STREAM_MAX_IN_FLIGHT + 36
+    answers: list[Any] = []
+    with ServingProcess(folder_settings(repo)) as server:
+        assert server.server is not None
+        gated = server.server.models["gated"].versions[1]
+        with grpcclient.InferenceServerClient(server.grpc_url) as client:
+            client.start_stream(lambda result, error: answers.append((result, error)))
+            tensor = grpcclient.InferInput("INPUT0", [2], "FP32")
+            tensor.set_data_from_numpy(np.ones(2, dtype=np.float32))
+            for index in range(sent):
+                client.async_stream_infer("gated", [tensor], request_id=str(index))
+            deadline = time.monotonic() + 60
+            while gated.in_flight < STREAM_MAX_IN_FLIGHT and time.monotonic() < deadline:
+                time.sleep(0.01)
+            time.sleep(0.5)  # every message had time to arrive; none past the bound started
+            assert gated.in_flight == STREAM_MAX_IN_FLIGHT
+            stream_gate.touch()
+            while len(answers) < sent and time.monotonic() < deadline + 60:
+                time.sleep(0.01)
+            client.stop_stream()
+    assert len(answers) == sent and all(error is None for _, error in answers)
