@@ -33,6 +33,7 @@ class EdgeInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
     ) -> None:
         self.restrictions = dict(restrictions)
         self.limit = limit
+        self._counted: dict[str, grpc.RpcMethodHandler] = {}  # method -> its counted handler
 
     async def intercept_service(
         self, continuation: Continuation, details: grpc.HandlerCallDetails
@@ -46,7 +47,10 @@ class EdgeInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
             return _refusing(handler, grpc_refusal(restriction))
         if self.limit is None or group == HEALTH or not self.limit.limit:
             return handler
-        return _counted(handler, self.limit)
+        counted = self._counted.get(details.method)
+        if counted is None:  # built once per method: this runs on every RPC
+            counted = self._counted[details.method] = _counted(handler, self.limit)
+        return counted
 
 
 def _carries(details: grpc.HandlerCallDetails, restriction: Restriction) -> bool:

@@ -17,7 +17,7 @@ class InFlightMiddleware:
         self.limit = limit
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Send) -> None:
-        if scope["type"] != "http" or http_group(scope["path"]) == HEALTH:
+        if scope["type"] != "http" or _is_health(scope["path"]):
             await self.app(scope, receive, send)
             return
         if not self.limit.try_enter():
@@ -29,3 +29,10 @@ class InFlightMiddleware:
             await self.app(scope, receive, send)
         finally:
             self.limit.leave()
+
+
+def _is_health(path: str) -> bool:
+    # NOTE: the cheap prefix test first: this runs on every request.
+    if not (path.startswith("/v2/health") or path.endswith("/ready")):
+        return False
+    return http_group(path) == HEALTH
