@@ -38,6 +38,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="how long shutdown waits for in-flight requests (default 30)")  # fmt: skip
     add("--id", dest="server_id", help="server name in the metadata (default 'triton')")
     add("--cache-dir", type=Path, help="registry mode: local artifact cache folder")
+    add("--http-restricted-api", dest="http_restricted_apis", action="append",
+        help="'<api>[,<api>...]:<header>=<value>': those APIs answer only requests with that "
+             "header (repeatable; Triton's flag)")  # fmt: skip
+    add("--grpc-restricted-protocol", dest="grpc_restricted_protocols", action="append",
+        help="'<api>[,<api>...]:<key>=<value>': those RPCs answer only requests with "
+             "'triton-grpc-protocol-<key>' metadata (repeatable; Triton's flag)")  # fmt: skip
+    add("--max-in-flight-requests", type=int,
+        help="requests one replica accepts at once before answering 503 (default 1024; 0: no "
+             "cap)")  # fmt: skip
+    add(
+        "--on-demand-max-versions",
+        type=int,
+        help="registry mode: extra versions per model loaded on demand (default 2)",
+    )
+    add(
+        "--on-demand-idle-secs",
+        dest="on_demand_idle_s",
+        type=float,
+        help="registry mode: unload an unused on-demand version after this (default 600)",
+    )
     add("--log-verbose", type=int, default=0, help="0: info, 1 or more: debug")
     _add_tls_arguments(parser)
 
@@ -68,10 +88,12 @@ def settings_from_args(options: dict[str, Any]) -> ServingSettings:
     keys = ("model_repository", "model_control_mode", "repository_poll_s", "model_config_name",
             "auto_complete_config", "host", "http_port",
             "grpc_port", "metrics_port", "strict_readiness", "exit_on_error", "max_request_bytes",
-            "exit_timeout_s", "server_id", "cache_dir")  # fmt: skip
+            "exit_timeout_s", "server_id", "cache_dir", "max_in_flight_requests",
+            "on_demand_max_versions", "on_demand_idle_s")  # fmt: skip
     overrides: dict[str, Any] = {key: options.get(key) for key in (*keys, *TLS_KEYS)}
-    if options.get("load_models"):
-        overrides["load_models"] = tuple(options["load_models"])
+    for repeated in ("load_models", "http_restricted_apis", "grpc_restricted_protocols"):
+        if options.get(repeated):
+            overrides[repeated] = tuple(options[repeated])
     return settings_from_env(**overrides)
 
 

@@ -21,9 +21,13 @@ import uvicorn
 import uvloop
 
 from serving.core.server import InferenceServer
+from serving.protocol.admission import InFlightLimit
 from serving.protocol.grpc.service import create_grpc_server
+from serving.protocol.http.admission import InFlightMiddleware
 from serving.protocol.http.app import HttpApp
 from serving.protocol.http.metrics_app import MetricsApp
+from serving.protocol.http.restricted import RestrictedApiMiddleware
+from serving.protocol.restricted import HTTP_FLAG, parse_restrictions
 from serving.protocol.tls import grpc_server_credentials, uvicorn_tls
 from serving.settings import PORT_DISABLED, ServingSettings
 from serving.sources import ModelSource
@@ -96,9 +100,10 @@ async def run_server(
     ports = BoundPorts()
     http_server = grpc_server = metrics_server = None
     http_task = metrics_task = None
+    in_flight = InFlightLimit(settings.max_in_flight_requests)
     try:
-        http_server, http_task = await _start_http(settings, server, ports)
-        grpc_server = await _start_grpc(settings, server, ports)
+        http_server, http_task = await _start_http(settings, server, ports, in_flight)
+        grpc_server = await _start_grpc(settings, server, ports, in_flight)
         metrics_server, metrics_task = await _start_metrics(settings, server, ports)
     except BaseException:
         await _stop_transports(settings, http_server, http_task, grpc_server)
@@ -187,22 +192,31 @@ async def _serve_uvicorn(
 
 
 async def _start_http(
-    settings: ServingSettings, server: InferenceServer, ports: BoundPorts
+    settings: ServingSettings, server: InferenceServer, ports: BoundPorts, in_flight: InFlightLimit
 ) -> tuple[uvicorn.Server | None, asyncio.Task[None] | None]:
     if settings.http_port == PORT_DISABLED:
         return None, None
-    app = HttpApp(server, max_request_bytes=settings.max_request_bytes)
+    app: Any = HttpApp(server, max_request_bytes=settings.max_request_bytes)
+    if in_flight.limit:
+        app = InFlightMiddleware(app, in_flight)
+    restrictions = parse_restrictions(settings.http_restricted_apis, flag=HTTP_FLAG)
+    if restrictions:
+        app = RestrictedApiMiddleware(app, restrictions)
     tls = uvicorn_tls(settings.http_ssl_cert, settings.http_ssl_key)
     http, task, ports.http = await _serve_uvicorn(app, settings, settings.http_port, tls=tls)
     return http, task
 
 
 async def _start_grpc(
-    settings: ServingSettings, server: InferenceServer, ports: BoundPorts
+    settings: ServingSettings, server: InferenceServer, ports: BoundPorts, in_flight: InFlightLimit
 ) -> grpc.aio.Server | None:
     if settings.grpc_port == PORT_DISABLED:
         return None
-    grpc_server = create_grpc_server(server)
+    grpc_server = create_grpc_server(
+        server,
+        max_message_bytes=settings.max_request_bytes,
+        in_flight=in_flight if in_flight.limit else None,
+    )
     address = _grpc_address(settings.host, settings.grpc_port)
     credentials = grpc_server_credentials(settings)
     if credentials is None:

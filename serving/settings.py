@@ -8,12 +8,14 @@ running server), ``-1`` disables that endpoint.
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 import os
 from collections.abc import Mapping
 from pathlib import Path
 
 CONTROL_MODES = ("none", "poll", "explicit")
 DEFAULT_MAX_REQUEST_BYTES = 64 * 1024 * 1024
+DEFAULT_MAX_IN_FLIGHT_REQUESTS = 1024
 PORT_DISABLED = -1
 
 
@@ -56,6 +58,11 @@ class ServingSettings:
     http_ssl_key: Path | None = None
     metrics_ssl_cert: Path | None = None
     metrics_ssl_key: Path | None = None
+    http_restricted_apis: tuple[str, ...] = ()  # Triton's '<api>[,<api>...]:<header>=<value>'
+    grpc_restricted_protocols: tuple[str, ...] = ()
+    max_in_flight_requests: int = DEFAULT_MAX_IN_FLIGHT_REQUESTS  # per replica; 0: no cap
+    on_demand_max_versions: int = 2  # registry mode: extra versions per model kept loaded
+    on_demand_idle_s: float = 600.0  # registry mode: an unused extra version unloads after this
 
     def __post_init__(self) -> None:
         problems = self.problems()
@@ -86,6 +93,13 @@ class ServingSettings:
             problems.append("--repository-poll-secs: must be positive")
         if self.exit_timeout_s < 0:
             problems.append("--exit-timeout-secs: must not be negative")
+        if self.max_in_flight_requests < 0:
+            problems.append("--max-in-flight-requests: must not be negative")
+        if self.on_demand_max_versions < 0:
+            problems.append("--on-demand-max-versions: must not be negative")
+        if self.on_demand_idle_s <= 0:
+            problems.append("--on-demand-idle-secs: must be positive")
+        problems.extend(self._restriction_problems())
         problems.extend(self._tls_problems())
         return problems
 
@@ -116,6 +130,38 @@ class ServingSettings:
     def http_tls(self) -> bool:
         return self.http_ssl_cert is not None
 
+    def _restriction_problems(self) -> list[str]:
+        from serving.protocol import restricted
+
+        problems: list[str] = []
+        for specs, flag in ((self.http_restricted_apis, restricted.HTTP_FLAG),
+                            (self.grpc_restricted_protocols, restricted.GRPC_FLAG)):  # fmt: skip
+            try:
+                restricted.parse_restrictions(specs, flag=flag)
+            except ValueError as exc:
+                problems.append(str(exc))
+        if not problems and self.exposes_model_control():
+            problems.append(
+                f"--model-control-mode=explicit on the non-loopback address '{self.host}' lets "
+                "anyone who reaches the port load models (and run their code): restrict the "
+                "model-repository API on every enabled protocol (--http-restricted-api="
+                "model-repository:<header>=<value>, --grpc-restricted-protocol="
+                "model-repository:<key>=<value>) or bind --host 127.0.0.1"
+            )
+        return problems
+
+    def exposes_model_control(self) -> bool:
+        """Explicit model control reachable from other hosts without a restriction on it."""
+        if self.registry_mode or self.model_control_mode != "explicit" or is_loopback(self.host):
+            return False
+        open_http = self.http_port != PORT_DISABLED and not _restricts_repository(
+            self.http_restricted_apis
+        )
+        open_grpc = self.grpc_port != PORT_DISABLED and not _restricts_repository(
+            self.grpc_restricted_protocols
+        )
+        return open_http or open_grpc
+
     @property
     def registry_mode(self) -> bool:
         return self.model_repository is None
@@ -123,6 +169,22 @@ class ServingSettings:
     @property
     def effective_cpu_count(self) -> int:
         return self.cpu_count or os.cpu_count() or 1
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _restricts_repository(specs: tuple[str, ...]) -> bool:
+    from serving.protocol import restricted
+
+    groups = restricted.parse_restrictions(specs, flag="")
+    return restricted.MODEL_REPOSITORY in groups
 
 
 def parse_bool(value: str | bool) -> bool:
@@ -169,6 +231,9 @@ _ENV_FIELDS: dict[str, tuple[str, type]] = {
     "SERVING_HTTP_SSL_KEY": ("http_ssl_key", Path),
     "SERVING_METRICS_SSL_CERT": ("metrics_ssl_cert", Path),
     "SERVING_METRICS_SSL_KEY": ("metrics_ssl_key", Path),
+    "SERVING_MAX_IN_FLIGHT_REQUESTS": ("max_in_flight_requests", int),
+    "SERVING_ON_DEMAND_MAX_VERSIONS": ("on_demand_max_versions", int),
+    "SERVING_ON_DEMAND_IDLE_SECS": ("on_demand_idle_s", float),
 }
 
 
@@ -186,6 +251,12 @@ def settings_from_env(env: Mapping[str, str] | None = None, **overrides: object)
         values[field] = parse_bool(raw) if kind is bool else kind(raw)
     if env.get("SERVING_LOAD_MODEL"):
         values["load_models"] = tuple(env["SERVING_LOAD_MODEL"].split(","))
+    for variable, field in (
+        ("SERVING_HTTP_RESTRICTED_API", "http_restricted_apis"),
+        ("SERVING_GRPC_RESTRICTED_PROTOCOL", "grpc_restricted_protocols"),
+    ):
+        if env.get(variable):  # several groups separated by ';' (a group holds ',' and ':')
+            values[field] = tuple(g for g in env[variable].split(";") if g)
     if env.get("REDIS_URL"):
         values["redis_url"] = env["REDIS_URL"]
     values.update({key: value for key, value in overrides.items() if value is not None})

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from serving.core.devices import gpu_count
 from serving.core.hops import run_blocking
+from serving.core.model_names import check_model_name
 from serving.core.model_table import READY
 from serving.core.server import InferenceServer, VersionPlan
 from serving.errors import InternalError, InvalidArgumentError, ServingError
@@ -81,6 +82,7 @@ class DirectorySource:
     async def load_model(
         self, name: str, *, config_json: str | None, files: dict[str, bytes]
     ) -> None:
+        check_model_name(name)  # NOTE: the name becomes a folder below the repository
         if files and config_json is None:
             raise InvalidArgumentError(
                 f"failed to load '{name}', the 'config' parameter is required with "
@@ -101,6 +103,7 @@ class DirectorySource:
         await self._load_with_dependencies(model, force=True)
 
     async def unload_model(self, name: str, *, unload_dependents: bool) -> None:
+        check_model_name(name)
         server = self._server()
         entry = server.models.get(name)
         composing: list[str] = []

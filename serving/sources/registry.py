@@ -35,6 +35,7 @@ from serving.core.server import InferenceServer, VersionPlan
 from serving.errors import ServingError
 from serving.settings import ServingSettings
 from serving.sources.blob_cache import BlobCache
+from serving.sources.on_demand import idle_versions, least_recently_used
 
 logger = logging.getLogger("serving.sources.registry")
 
@@ -78,6 +79,7 @@ class RegistrySource:
         errors = await self.refresh()
         self._tasks.append(asyncio.create_task(self._watch_forever()))
         self._tasks.append(asyncio.create_task(self._heartbeat_forever()))
+        self._tasks.append(asyncio.create_task(self._unload_idle_forever()))
         if self.settings.redis_url:
             self._tasks.append(asyncio.create_task(self._listen_redis()))
         else:
@@ -166,13 +168,46 @@ class RegistrySource:
         return ""
 
     async def load_on_demand(self, name: str, version: int) -> bool:
-        """A request named a version that is loadable but not loaded: load it next to the rest."""
-        if (name, version) not in self._loadable or name not in self._promoted:
+        """A request named a version that is loadable but not loaded: load it next to the rest,
+        first evicting the least recently used extra versions past ``on_demand_max_versions``.
+
+        A failed load changes nothing that serves (all-or-nothing) and is forgotten here, so the
+        model's later refreshes (promotes, rollbacks) never carry it.
+        """
+        limit = self.settings.on_demand_max_versions
+        if limit == 0 or (name, version) not in self._loadable or name not in self._promoted:
             return False
-        self._extra.setdefault(name, set()).add(version)
         async with self._apply_lock:
+            before = set(self._extra.get(name, set()))
+            entry = self._server().models.get(name)
+            loaded = entry.versions if entry is not None else {}
+            evicted = least_recently_used(before - {version}, loaded, keep=limit - 1)
+            self._extra[name] = (before - evicted) | {version}
             error = await self._apply(name)
+            if error:
+                self._extra[name] = before - {version}
         return not error
+
+    async def _unload_idle_forever(self) -> None:
+        idle_s = self.settings.on_demand_idle_s
+        while True:
+            await asyncio.sleep(min(30.0, max(0.05, idle_s / 4)))
+            try:
+                await self.unload_idle()
+            except Exception:  # noqa: BLE001 - retried next pass; the replica keeps serving
+                logger.exception("unloading idle on-demand versions failed")
+
+    async def unload_idle(self) -> None:
+        """Unload every on-demand version unused for ``on_demand_idle_s``."""
+        async with self._apply_lock:
+            for name, extra in list(self._extra.items()):
+                entry = self._server().models.get(name)
+                loaded = entry.versions if entry is not None else {}
+                idle = idle_versions(extra, loaded, idle_s=self.settings.on_demand_idle_s)
+                if idle and name in self._promoted:
+                    logger.info("unloading idle on-demand versions %s of '%s'", sorted(idle), name)
+                    self._extra[name] = extra - idle
+                    await self._apply(name)
 
     async def _plan(self, servable: Any) -> VersionPlan:
         fingerprint = _fingerprint(servable)
