@@ -14,6 +14,7 @@ from typing import Any, BinaryIO
 from django.db import transaction
 
 from repository import blobs, selectors, services
+from repository.blobs import BlobStore
 from repository.models import ModelVersion, VersionState
 from repository.selectors.approvals import model_version_code_changes
 from repository.services.revision import REVISION_CHANNEL
@@ -23,10 +24,12 @@ logger = logging.getLogger(__name__)
 __all__ = [
     "REVISION_CHANNEL",
     "BlobRef",
+    "BlobStore",
     "RegistrySnapshot",
     "ReplicaInfo",
     "ServableVersion",
     "blob_open",
+    "blob_store",
     "live_replicas",
     "replica_heartbeat",
     "serving_revision",
@@ -97,8 +100,13 @@ def serving_snapshot() -> RegistrySnapshot:
 
 
 def blob_open(sha256: str) -> BinaryIO:
-    """Open a stored blob for reading."""
+    """Open a stored blob for reading through Django's storage API."""
     return blobs.blob_open(sha256)
+
+
+def blob_store() -> BlobStore:
+    """Where blobs live, so serving can read them itself (S3 with boto3, a folder directly)."""
+    return blobs.blob_store_describe()
 
 
 def replica_heartbeat(

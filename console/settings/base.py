@@ -95,16 +95,36 @@ STATIC_URL = "/static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = VAR_DIR / "collected-static"
 
-# Artifact blobs go through Django's storage API: a volume by default, S3-compatible storage by
-# pointing PORTICO_BLOB_STORAGE at another backend (e.g. storages.backends.s3.S3Storage).
+# Artifact blobs go through Django's storage API (docs/registry.md "Blob storage"):
+# PORTICO_BLOB_STORAGE is "filesystem" (a folder, PORTICO_BLOB_DIR: one host, or a shared volume),
+# "s3" (an S3-compatible bucket through django-storages) or the dotted path of another backend.
+# NOTE: no credential setting on purpose: the S3 backend and serving's reader both take them from
+# boto3's default chain (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, a profile, an instance role).
+PORTICO_BLOB_STORAGE = env.str("PORTICO_BLOB_STORAGE", default="filesystem")
+PORTICO_BLOB_DIR = env.str("PORTICO_BLOB_DIR", default=str(VAR_DIR / "blobs"))
+PORTICO_BLOB_S3_BUCKET = env.str("PORTICO_BLOB_S3_BUCKET", default="")
+PORTICO_BLOB_S3_PREFIX = env.str("PORTICO_BLOB_S3_PREFIX", default="blobs")
+# Empty: boto3 decides (AWS_ENDPOINT_URL, else AWS itself; AWS_DEFAULT_REGION).
+PORTICO_BLOB_S3_ENDPOINT_URL = env.str("PORTICO_BLOB_S3_ENDPOINT_URL", default="")
+PORTICO_BLOB_S3_REGION = env.str("PORTICO_BLOB_S3_REGION", default="")
+BLOB_BACKENDS = {
+    "filesystem": "django.core.files.storage.FileSystemStorage",
+    "s3": "storages.backends.s3.S3Storage",
+}
+_blob_backend = BLOB_BACKENDS.get(PORTICO_BLOB_STORAGE, PORTICO_BLOB_STORAGE)
+_blob_options: dict[str, object] = {"location": PORTICO_BLOB_DIR}
+if _blob_backend == BLOB_BACKENDS["s3"]:
+    _blob_options = {
+        "bucket_name": PORTICO_BLOB_S3_BUCKET,
+        "location": PORTICO_BLOB_S3_PREFIX.strip("/"),
+        "endpoint_url": PORTICO_BLOB_S3_ENDPOINT_URL or None,
+        "region_name": PORTICO_BLOB_S3_REGION or None,
+        "default_acl": None,
+        "querystring_auth": False,
+    }
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
-    "blobs": {
-        "BACKEND": env.str(
-            "PORTICO_BLOB_STORAGE", default="django.core.files.storage.FileSystemStorage"
-        ),
-        "OPTIONS": {"location": env.str("PORTICO_BLOB_DIR", default=str(VAR_DIR / "blobs"))},
-    },
+    "blobs": {"BACKEND": _blob_backend, "OPTIONS": _blob_options},
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
 }
 MEDIA_ROOT = VAR_DIR / "media"

@@ -8,7 +8,8 @@ from console.settings.base import *  # noqa: F403
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 VAR_DIR = Path(tempfile.mkdtemp(prefix="portico-test-"))
-STORAGES["blobs"]["OPTIONS"]["location"] = str(VAR_DIR / "blobs")  # noqa: F405
+if STORAGES["blobs"]["BACKEND"] == BLOB_BACKENDS["filesystem"]:  # noqa: F405
+    STORAGES["blobs"]["OPTIONS"]["location"] = str(VAR_DIR / "blobs")  # noqa: F405
 UPLOAD_DIR = VAR_DIR / "uploads"
 MEDIA_ROOT = VAR_DIR / "media"
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":  # noqa: F405
