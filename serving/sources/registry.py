@@ -3,7 +3,8 @@
 The only serving module that touches Django: every ``repository.facade`` call runs on one dedicated
 thread (one database connection, never the event loop). The source watches the serving revision
 (poll every ``registry_poll_s``, woken early by Redis pub/sub on ``REVISION_CHANNEL`` when
-``REDIS_URL`` is set), materialises changed versions into the local cache with sha256 checks, and
+``REDIS_URL`` is set), materialises changed versions into the local cache with sha256 checks (blobs
+read straight from S3 or the blob folder, as the registry's ``blob_store`` describes), and
 hands the server core frozen plans: load next to the serving version, flip, drain, unload. A
 heartbeat row per replica reports what it serves.
 """
@@ -35,6 +36,7 @@ from serving.core.server import InferenceServer, VersionPlan
 from serving.errors import ServingError
 from serving.settings import ServingSettings
 from serving.sources.blob_cache import BlobCache
+from serving.sources.blob_reader import BlobOpener, blob_opener
 from serving.sources.on_demand import idle_versions, least_recently_used
 
 logger = logging.getLogger("serving.sources.registry")
@@ -62,6 +64,7 @@ class RegistrySource:
         self._apply_lock = asyncio.Lock()
         self._listening = threading.Event()
         self._endpoints_known = asyncio.Event()
+        self._blob_opener: BlobOpener | None = None
         # Without a configured folder: a private one of this process's own (mkdtemp makes it 0700
         # under an unguessable name), removed when the replica stops.
         self._own_cache = (
@@ -247,9 +250,11 @@ class RegistrySource:
         return completed.config
 
     def _open_blob(self, sha256: str) -> Any:
-        from repository import facade
+        if self._blob_opener is None:
+            from repository import facade
 
-        return facade.blob_open(sha256)
+            self._blob_opener = blob_opener(facade.blob_store(), fallback=facade.blob_open)
+        return self._blob_opener(sha256)
 
     # -- background tasks ----------------------------------------------------------------------
 
