@@ -13,8 +13,9 @@ from serving.settings import CONTROL_MODES, ServingSettings, parse_bool, setting
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add = parser.add_argument
-    add("--model-repository", "--model-store", dest="model_repository", type=Path,
-        help="serve this Triton-layout folder (absent: serve the registry)")  # fmt: skip
+    add("--model-repository", "--model-store", dest="model_repository",
+        help="serve this Triton-layout folder or s3://[host:port/]bucket/path "
+             "(absent: serve the registry)")  # fmt: skip
     add("--model-control-mode", choices=CONTROL_MODES, help="none (default), poll or explicit")
     add("--repository-poll-secs", dest="repository_poll_s", type=float,
         help="poll mode: seconds between repository scans (default 15)")  # fmt: skip
@@ -37,7 +38,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--exit-timeout-secs", dest="exit_timeout_s", type=float,
         help="how long shutdown waits for in-flight requests (default 30)")  # fmt: skip
     add("--id", dest="server_id", help="server name in the metadata (default 'triton')")
-    add("--cache-dir", type=Path, help="registry mode: local artifact cache folder")
+    add("--cache-dir", type=Path,
+        help="local artifact cache (registry mode; the copy of an s3:// repository)")  # fmt: skip
     add("--http-restricted-api", dest="http_restricted_apis", action="append",
         help="'<api>[,<api>...]:<header>=<value>': those APIs answer only requests with that "
              "header (repeatable; Triton's flag)")  # fmt: skip

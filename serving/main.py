@@ -52,7 +52,7 @@ class StartupError(RuntimeError):
 
 
 def make_source(settings: ServingSettings) -> ModelSource:
-    if settings.model_repository is not None:
+    if not settings.registry_mode:
         from serving.sources.directory import DirectorySource
 
         return DirectorySource(settings)

@@ -23,7 +23,8 @@ PORT_DISABLED = -1
 class ServingSettings:
     """Everything the serving process reads at start-up. Units are in the names."""
 
-    model_repository: Path | None = None  # None: serve the registry
+    model_repository: Path | None = None  # None (and no URL): serve the registry
+    model_repository_url: str = ""  # an s3:// repository, mirrored into a local folder
     model_control_mode: str = "none"
     repository_poll_s: float = 15.0
     load_models: tuple[str, ...] = ()
@@ -164,7 +165,7 @@ class ServingSettings:
 
     @property
     def registry_mode(self) -> bool:
-        return self.model_repository is None
+        return self.model_repository is None and not self.model_repository_url
 
     @property
     def effective_cpu_count(self) -> int:
@@ -200,7 +201,7 @@ def parse_bool(value: str | bool) -> bool:
 
 
 _ENV_FIELDS: dict[str, tuple[str, type]] = {
-    "SERVING_MODEL_REPOSITORY": ("model_repository", Path),
+    "SERVING_MODEL_REPOSITORY": ("model_repository", str),
     "SERVING_MODEL_CONTROL_MODE": ("model_control_mode", str),
     "SERVING_REPOSITORY_POLL_SECS": ("repository_poll_s", float),
     "SERVING_MODEL_CONFIG_NAME": ("model_config_name", str),
@@ -260,4 +261,17 @@ def settings_from_env(env: Mapping[str, str] | None = None, **overrides: object)
     if env.get("REDIS_URL"):
         values["redis_url"] = env["REDIS_URL"]
     values.update({key: value for key, value in overrides.items() if value is not None})
+    location = values.pop("model_repository", None)
+    if location is not None:
+        values.update(repository_location(str(location)))
     return ServingSettings(**values)  # type: ignore[arg-type]
+
+
+def repository_location(text: str) -> dict[str, object]:
+    """``--model-repository``: a folder, or an ``s3://`` URL in tritonserver's forms."""
+    if text.startswith("s3://"):
+        return {"model_repository_url": text}
+    scheme = text.partition("://")[0]
+    if "://" in text and scheme.isalpha():
+        raise ValueError(f"--model-repository: '{scheme}://' is not supported (a folder or s3://)")
+    return {"model_repository": Path(text)}
