@@ -270,6 +270,12 @@ def settings_from_env(env: Mapping[str, str] | None = None, **overrides: object)
 def repository_location(text: str) -> dict[str, object]:
     """``--model-repository``: a folder, or an ``s3://`` URL in tritonserver's forms."""
     if text.startswith("s3://"):
+        from serving.sources.s3 import parse_s3_url
+
+        try:
+            parse_s3_url(text)
+        except ValueError as exc:
+            raise ValueError(f"--model-repository: {exc}") from None
         return {"model_repository_url": text}
     scheme = text.partition("://")[0]
     if "://" in text and scheme.isalpha():
