@@ -34,9 +34,6 @@ class S3Location:
     prefix: str
     endpoint_url: str = ""
 
-    def url(self, key: str = "") -> str:
-        return f"s3://{self.bucket}/{key or self.prefix}"
-
 
 def parse_s3_url(url: str) -> S3Location:
     """Parse a repository URL the way tritonserver's ``--model-repository`` does.
