@@ -161,6 +161,7 @@ def approved_python_version(tmp_path: Path) -> Any:
     from django.utils import timezone
 
     from repository.blobs import blob_store_file
+    from repository.selectors.approvals import model_version_code
     from tests.factories import ModelFactory, ModelVersionFactory, UserFactory, VersionFileFactory
 
     version = ModelVersionFactory(
@@ -173,6 +174,9 @@ def approved_python_version(tmp_path: Path) -> Any:
         source.parent.mkdir(exist_ok=True)
         source.write_bytes(content)
         VersionFileFactory(version=version, path=path, blob=blob_store_file(source))
+    # The approval covers exactly these files, as a real review would (else it cannot serve).
+    version.approved_code = model_version_code(version=version)
+    version.save(update_fields=["approved_code"])
     return version
 
 
