@@ -1,11 +1,11 @@
 """ASGI entry point: HTTP through Django, WebSockets through Channels."""
 
-import os
-
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler
 from django.core.asgi import get_asgi_application
 
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings.local")
+from console.environment import settings_module_select
+
+settings_module_select()
 # The console's stylesheet and scripts are served by the app itself (no separate web server in the
 # embedded default); a reverse proxy in front may serve /static/ from collectstatic instead.
 django_asgi_app = ASGIStaticFilesHandler(get_asgi_application())

@@ -10,13 +10,18 @@ from pathlib import Path
 import environ
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
-env = environ.Env()
+# FileAwareEnv: any variable may instead be given as NAME_FILE, a path to read it from (how compose
+# hands the console its generated SECRET_KEY without putting it in the environment).
+env = environ.FileAwareEnv()
 
 VAR_DIR = Path(env.str("PORTICO_VAR_DIR", default=str(BASE_DIR / "var")))
 
-SECRET_KEY = env.str("SECRET_KEY", default="portico-insecure-development-key")
-DEBUG = env.bool("DEBUG", default=False)
-ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "[::1]"])
+# Each environment decides where its key comes from (production: required; platform: generated
+# into VAR_DIR; development and tests: a published one). Empty here, so nothing signs by accident.
+SECRET_KEY = ""
+DEBUG = False
+LOOPBACK_HOSTS = ["127.0.0.1", "localhost", "[::1]"]
+ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=LOOPBACK_HOSTS)
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
 
 INSTALLED_APPS = [

@@ -16,3 +16,4 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":  # noqa: F405
     # subprocesses that tests start must see the rows the test wrote. pytest-django gives each
     # xdist worker its own copy (it suffixes the name), and each test process has its own VAR_DIR.
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test.sqlite3")}  # noqa: F405
+SECRET_KEY = "portico-insecure-test-key"

@@ -1,0 +1,86 @@
+"""Production settings: what compose gives the console passes ``check --deploy`` with no
+warnings, and unsafe values stop the process at start-up."""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[3]
+DEFAULT_RE = re.compile(r"\$\{(\w+):-([^}]*)\}")
+
+
+def compose_environment(service: str) -> dict[str, str]:
+    """The service's environment as compose gives it with no variables set (``${X:-d}`` → d)."""
+    compose: dict[str, Any] = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    environment = compose["services"][service]["environment"]
+    return {name: DEFAULT_RE.sub(r"\2", str(value)) for name, value in environment.items()}
+
+
+def manage(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    base = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "TMPDIR")}
+    return subprocess.run(
+        [sys.executable, str(ROOT / "manage.py"), *args],
+        cwd=ROOT,
+        env={**base, **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_compose_gives_console_and_worker_the_generated_key_file_and_real_host_names() -> None:
+    for service in ("console", "worker"):
+        environment = compose_environment(service)
+        assert "SECRET_KEY" not in environment
+        assert environment["SECRET_KEY_FILE"].startswith("/run/portico-secrets/")
+        assert "*" not in environment["ALLOWED_HOSTS"].split(",")
+
+
+def test_check_deploy_is_clean_under_the_compose_settings(tmp_path: Path) -> None:
+    key_file = tmp_path / "secret_key"
+    key_file.write_text(secrets.token_urlsafe(64) + "\n")  # what deploy/secret-key.sh writes
+    env = compose_environment("console")
+    env.update(SECRET_KEY_FILE=str(key_file), PORTICO_VAR_DIR=str(tmp_path))
+    result = manage("check", "--deploy", "--fail-level", "WARNING", env=env)
+    assert result.returncode == 0, result.stderr
+    assert "System check identified no issues" in result.stdout, result.stdout
+
+
+def test_a_published_key_stops_production(tmp_path: Path) -> None:
+    env = {**compose_environment("console"), "PORTICO_VAR_DIR": str(tmp_path)}
+    del env["SECRET_KEY_FILE"]
+    env["SECRET_KEY"] = "change-me-in-production"
+    result = manage("check", env=env)
+    assert result.returncode != 0
+    assert "this SECRET_KEY is published" in result.stderr
+
+
+def test_a_wildcard_allowed_hosts_stops_production(tmp_path: Path) -> None:
+    env = {**compose_environment("console"), "PORTICO_VAR_DIR": str(tmp_path)}
+    env.update(SECRET_KEY=secrets.token_urlsafe(64), ALLOWED_HOSTS="*")
+    del env["SECRET_KEY_FILE"]
+    result = manage("check", env=env)
+    assert result.returncode != 0
+    assert "ALLOWED_HOSTS" in result.stderr
+
+
+def test_production_defaults_are_https_only(tmp_path: Path) -> None:
+    env = {"SECRET_KEY": secrets.token_urlsafe(64), "PORTICO_VAR_DIR": str(tmp_path)}
+    code = (
+        "from django.conf import settings as s; "
+        "print(s.DEBUG, s.SECURE_SSL_REDIRECT, s.SECURE_HSTS_SECONDS, s.SESSION_COOKIE_SECURE, "
+        "s.CSRF_COOKIE_SECURE, s.SECURE_PROXY_SSL_HEADER, s.ALLOWED_HOSTS)"
+    )
+    result = manage("shell", "-v", "0", "-c", code, env=env)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split(None, 5)[:5] == ["False", "True", "31536000", "True", "True"]
+    # Trusting X-Forwarded-Proto is opt-in: only behind a proxy that sets it.
+    assert "None ['127.0.0.1', 'localhost', '[::1]']" in result.stdout
