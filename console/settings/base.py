@@ -41,6 +41,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # First, so every answer (a redirect, a 403, a 500) carries the id its log lines carry.
+    "console.security.request_id.RequestIdMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -175,10 +177,20 @@ PORTICO_VALIDATION_MEMORY_LIMIT_BYTES = env.int(
 # Where the console finds serving replicas' live stats (their heartbeats name the address).
 PORTICO_SERVING_HTTP_URL = env.str("PORTICO_SERVING_HTTP_URL", default="http://127.0.0.1:8000")
 
+# Every log line names the request it belongs to ("-" outside one): the id a 500 shows the user.
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "filters": {"request_id": {"()": "console.security.request_id.RequestIdLogFilter"}},
+    "formatters": {
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s [%(request_id)s]: %(message)s"}
+    },
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            "formatter": "plain",
+            "filters": ["request_id"],
+        }
+    },
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
 }
