@@ -5,6 +5,7 @@ channel layer, artifacts on local disk. ``DATABASE_URL`` and ``REDIS_URL`` switc
 Redis with no code change.
 """
 
+from datetime import timedelta
 from pathlib import Path
 
 import environ
@@ -35,6 +36,7 @@ INSTALLED_APPS = [
     "rest_framework",
     "drf_spectacular",
     "channels",
+    "axes",
     "repository",
     "console",
     "serving",
@@ -50,6 +52,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Last, as django-axes asks: it turns a locked-out login into its 429 answer.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "console.urls"
@@ -85,6 +89,19 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     }
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTHENTICATION_BACKENDS = [
+    # First: refuses a locked-out username/address before the password is even checked.
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+# Login throttling (django-axes, attempts kept in the database so every console process sees
+# them): this many failures from one address for one username lock that pair out for a while.
+AXES_FAILURE_LIMIT = env.int("PORTICO_LOGIN_FAILURE_LIMIT", default=5)
+AXES_COOLOFF_TIME = timedelta(minutes=env.int("PORTICO_LOGIN_LOCKOUT_MINUTES", default=15))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
@@ -141,6 +158,23 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_ALWAYS_EAGER = False
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 
+# The cache holds DRF's throttle counts, so it must be one store for every console process: Redis
+# when there is one, else a folder (the embedded default may run several console workers too).
+CACHES = {
+    "default": (
+        {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": REDIS_URL,
+            "KEY_PREFIX": "portico-console",
+        }
+        if REDIS_URL
+        else {
+            "BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
+            "LOCATION": str(VAR_DIR / "cache"),
+        }
+    )
+}
+
 CHANNEL_LAYERS = {
     "default": (
         {
@@ -161,6 +195,14 @@ REST_FRAMEWORK = {
     "EXCEPTION_HANDLER": "console.api.exceptions.api_exception_handler",
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_THROTTLE_CLASSES": [
+        "console.api.throttling.AnonRateThrottle",
+        "console.api.throttling.UserRateThrottle",
+    ],
+    "DEFAULT_THROTTLE_RATES": {
+        "anon": env.str("PORTICO_API_ANON_RATE", default="60/min"),
+        "user": env.str("PORTICO_API_USER_RATE", default="1200/min"),
+    },
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Portico management API",
