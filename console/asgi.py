@@ -1,4 +1,5 @@
-"""ASGI entry point: HTTP through Django, WebSockets through Channels."""
+"""ASGI entry point: HTTP through Django (behind the request-body cap), WebSockets through
+Channels."""
 
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler
 from django.core.asgi import get_asgi_application
@@ -15,10 +16,11 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
 from console.routing import websocket_urlpatterns  # noqa: E402
+from console.security.body_limit import request_body_limit  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
-        "http": django_asgi_app,
+        "http": request_body_limit(django_asgi_app),
         "websocket": AllowedHostsOriginValidator(
             AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
         ),

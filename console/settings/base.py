@@ -136,6 +136,15 @@ UPLOAD_DIR = VAR_DIR / "uploads"
 FILE_UPLOAD_TEMP_DIR = None
 DATA_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024 * 1024
 PORTICO_MAX_UPLOAD_BYTES = env.int("PORTICO_MAX_UPLOAD_BYTES", default=2 * 1024**3)
+# Request bodies are capped before Django reads them (console.security.body_limit): this much
+# for any request, more only on the two upload routes below.
+PORTICO_MAX_REQUEST_BYTES = env.int("PORTICO_MAX_REQUEST_BYTES", default=10 * 1024 * 1024)
+PORTICO_UPLOAD_CHUNK_MAX_BYTES = env.int("PORTICO_UPLOAD_CHUNK_MAX_BYTES", default=64 * 1024**2)
+# Multipart framing around an archive posted to the API in one piece.
+PORTICO_MULTIPART_OVERHEAD_BYTES = 1024 * 1024
+# What one user may hold in unfinished browser uploads at a time.
+PORTICO_UPLOAD_MAX_OPEN_SESSIONS = env.int("PORTICO_UPLOAD_MAX_OPEN_SESSIONS", default=1000)
+PORTICO_UPLOAD_MAX_OPEN_BYTES = env.int("PORTICO_UPLOAD_MAX_OPEN_BYTES", default=8 * 1024**3)
 
 REDIS_URL = env.str("REDIS_URL", default="")
 
