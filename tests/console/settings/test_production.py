@@ -13,6 +13,8 @@ from typing import Any
 
 import yaml
 
+from console.security.secret_key import secret_key_from_file
+
 ROOT = Path(__file__).resolve().parents[3]
 DEFAULT_RE = re.compile(r"\$\{(\w+):-([^}]*)\}")
 
@@ -46,7 +48,7 @@ def test_compose_gives_console_and_worker_the_generated_key_file_and_real_host_n
 
 def test_check_deploy_is_clean_under_the_compose_settings(tmp_path: Path) -> None:
     key_file = tmp_path / "secret_key"
-    key_file.write_text(secrets.token_urlsafe(64) + "\n")  # what deploy/secret-key.sh writes
+    secret_key_from_file(key_file)  # what deploy/secret-key.sh runs on the first start
     env = compose_environment("console")
     env.update(SECRET_KEY_FILE=str(key_file), PORTICO_VAR_DIR=str(tmp_path))
     result = manage("check", "--deploy", "--fail-level", "WARNING", env=env)
