@@ -212,6 +212,9 @@ REST_FRAMEWORK = {
         "anon": env.str("PORTICO_API_ANON_RATE", default="60/min"),
         "user": env.str("PORTICO_API_USER_RATE", default="1200/min"),
     },
+    # NOTE: the client's address is the connection's (uvicorn rewrites it from X-Forwarded-For
+    # only for FORWARDED_ALLOW_IPS); DRF's default would trust any X-Forwarded-For a client sent.
+    "NUM_PROXIES": 0,
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Portico management API",

@@ -53,3 +53,11 @@ def test_anonymous_clients_are_throttled_by_address(small_rates) -> None:  # typ
     assert [APIClient().get("/api/schema/").status_code for _ in range(3)] == [200, 200, 429]
     other = APIClient(REMOTE_ADDR="10.1.2.3")
     assert other.get("/api/schema/").status_code == 200
+
+
+def test_an_anonymous_client_cannot_escape_by_sending_x_forwarded_for(small_rates) -> None:  # type: ignore[no-untyped-def]
+    client = APIClient()
+    codes = [
+        client.get("/api/schema/", HTTP_X_FORWARDED_FOR=f"10.9.9.{n}").status_code for n in range(3)
+    ]
+    assert codes == [200, 200, 429]
