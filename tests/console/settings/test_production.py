@@ -6,11 +6,13 @@ from __future__ import annotations
 import os
 import re
 import secrets
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from console.security.secret_key import secret_key_from_file
@@ -86,3 +88,32 @@ def test_production_defaults_are_https_only(tmp_path: Path) -> None:
     assert result.stdout.split(None, 5)[:5] == ["False", "True", "31536000", "True", "True"]
     # Trusting X-Forwarded-Proto is opt-in: only behind a proxy that sets it.
     assert "None ['127.0.0.1', 'localhost', '[::1]']" in result.stdout
+
+
+@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl (for kustomize) is missing")
+def test_check_deploy_is_clean_under_the_kubernetes_console_settings(tmp_path: Path) -> None:
+    out = subprocess.run(
+        ["kubectl", "kustomize", str(ROOT / "deploy" / "kubernetes" / "overlays" / "cpu")],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    docs = [doc for doc in yaml.safe_load_all(out) if doc]
+    hosts = next(d for d in docs if d["metadata"]["name"] == "portico-console-hosts")["data"]
+    console = next(
+        d for d in docs if d["kind"] == "Deployment" and "console" in d["metadata"]["name"]
+    )
+    container = console["spec"]["template"]["spec"]["containers"][0]
+    env = {item["name"]: item["value"] for item in container["env"] if "value" in item}
+    env.update(hosts, SECRET_KEY=secrets.token_urlsafe(64), PORTICO_VAR_DIR=str(tmp_path))
+    result = manage("check", "--deploy", "--fail-level", "WARNING", env=env)
+    assert result.returncode == 0, result.stderr
+    # The readiness probe, as the kubelet sends it, gets the sign-in page (without its headers:
+    # 400 for the pod's address).
+    probe = container["readinessProbe"]["httpGet"]
+    headers = {h["name"]: h["value"] for h in probe["httpHeaders"]}
+    code = (
+        "from django.test import Client; c = Client(); "
+        f"print(c.get({probe['path']!r}, headers={headers!r}).status_code, "
+        f"c.get({probe['path']!r}, headers={{'Host': '10.0.0.7:8080'}}).status_code)"
+    )
+    result = manage("shell", "-v", "0", "-c", code, env=env)
+    assert result.stdout.split() == ["200", "400"], result.stderr
