@@ -9,8 +9,6 @@ class ConsoleConfig(AppConfig):
     verbose_name = "Portico console"
 
     def ready(self) -> None:
-        from console.security import checks  # noqa: F401  (registers the console's checks)
-
         # NOTE: kombu's filesystem transport (the embedded default's broker) fails to publish into
         # a missing folder, and console, worker and tests can each be the first to need it.
         for option in ("data_folder_in", "data_folder_out", "processed_folder", "control_folder"):

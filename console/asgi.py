@@ -11,6 +11,10 @@ settings_module_select()
 # embedded default); a reverse proxy in front may serve /static/ from collectstatic instead.
 django_asgi_app = ASGIStaticFilesHandler(get_asgi_application())
 
+from console.security.secret_key import secret_key_required  # noqa: E402
+
+secret_key_required()
+
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402

@@ -6,3 +6,7 @@ from console.environment import settings_module_select
 
 settings_module_select()
 application = get_wsgi_application()
+
+from console.security.secret_key import secret_key_required  # noqa: E402
+
+secret_key_required()

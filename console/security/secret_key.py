@@ -1,7 +1,8 @@
 """The console's ``SECRET_KEY``: checked when given, generated and kept when the run is local.
 
 Sessions, CSRF tokens and password-reset links are all signed with it, so a short or published key
-lets anyone forge them. Settings call these functions; they read no settings themselves.
+lets anyone forge them. Settings call the first three (they read no settings); the console's
+entry points call ``secret_key_required`` once settings are loaded.
 """
 
 from __future__ import annotations
@@ -49,3 +50,22 @@ def secret_key_from_file(path: Path) -> str:
     with os.fdopen(fd, "w") as handle:
         handle.write(secret_key_generate() + "\n")
     return secret_key_check(path.read_text().strip(), source=str(path))
+
+
+def secret_key_required() -> None:
+    """Stops a console process that would sign sessions and CSRF tokens with no key.
+
+    Other processes (the worker, migrations, ``create_token``) sign nothing and run without one.
+    """
+    from django.conf import settings
+
+    try:
+        if settings.SECRET_KEY:
+            return
+    except ImproperlyConfigured:  # Django raises on an empty key
+        pass
+    raise ImproperlyConfigured(
+        "SECRET_KEY is not set: the console signs sessions and CSRF tokens with it. Set "
+        f"SECRET_KEY (or SECRET_KEY_FILE) to at least {MIN_LENGTH} random characters, e.g. "
+        "python -c 'import secrets; print(secrets.token_urlsafe(64))'"
+    )

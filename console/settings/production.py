@@ -1,9 +1,10 @@
 """Production, the default: every difference from base comes from the environment, and the
 defaults are the safe ones (HTTPS only, HSTS, secure cookies).
 
-``SECRET_KEY`` (or ``SECRET_KEY_FILE``) is required by every process that signs anything: the
-console refuses to start without it (check ``portico.E001``), and a short or published key stops
-any process at start-up. Serving replicas sign nothing and run without it.
+``SECRET_KEY`` (or ``SECRET_KEY_FILE``) is required by the console, which signs sessions and CSRF
+tokens: it refuses to start without one (``console.asgi``, ``console.wsgi``, ``runconsole``). A
+short or published key stops any process at start-up. Processes that sign nothing (the worker,
+serving, ``migrate``, ``create_token``) run without one.
 """
 
 from django.core.exceptions import ImproperlyConfigured

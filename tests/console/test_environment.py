@@ -44,27 +44,35 @@ def test_an_unknown_environment_is_refused(no_choice: None, monkeypatch) -> None
         settings_module_select()
 
 
-def _manage(*args: str, tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
-    clean = {
-        k: v
-        for k, v in os.environ.items()
-        if k not in ("DJANGO_SETTINGS_MODULE", "PORTICO_ENV", "SECRET_KEY", "DATABASE_URL")
-    }
-    clean.update(PORTICO_VAR_DIR=str(tmp_path), **env)
-    return subprocess.run(
-        [sys.executable, str(ROOT / "manage.py"), *args],
-        cwd=ROOT,
-        env=clean,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+def _python(*args: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    """Python in a fresh clone's environment: no settings module, environment, key or database."""
+    unset = ("DJANGO_SETTINGS_MODULE", "PORTICO_ENV", "SECRET_KEY", "DATABASE_URL", "REDIS_URL")
+    clean = {k: v for k, v in os.environ.items() if k not in unset}
+    clean.update(PORTICO_VAR_DIR=str(tmp_path))
+    command = [sys.executable, "-c", args[0]] if len(args) == 1 else [sys.executable, *args]
+    return subprocess.run(command, cwd=ROOT, env=clean, capture_output=True, text=True, timeout=120)
 
 
-def test_manage_py_without_variables_runs_production_and_wants_a_key(tmp_path: Path) -> None:
-    result = _manage("check", tmp_path=tmp_path)
+def _manage(*args: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    return _python(str(ROOT / "manage.py"), *args, tmp_path=tmp_path)
+
+
+def test_the_console_without_variables_runs_production_and_will_not_start_without_a_key(
+    tmp_path: Path,
+) -> None:
+    result = _manage("runconsole", "--port", "9", tmp_path=tmp_path)
     assert result.returncode != 0
-    assert "portico.E001" in result.stderr and "SECRET_KEY is not set" in result.stderr
+    assert "SECRET_KEY is not set" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_any_asgi_server_loading_the_console_without_a_key_is_refused(tmp_path: Path) -> None:
+    result = _python("import console.asgi", tmp_path=tmp_path)
+    assert result.returncode != 0 and "SECRET_KEY is not set" in result.stderr
+
+
+def test_commands_that_sign_nothing_run_under_production_without_a_key(tmp_path: Path) -> None:
+    result = _manage("migrate", "--noinput", tmp_path=tmp_path)
+    assert result.returncode == 0, result.stderr
 
 
 def test_runplatform_on_a_fresh_clone_generates_and_keeps_a_private_key(tmp_path: Path) -> None:
