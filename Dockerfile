@@ -2,7 +2,7 @@
 FROM python:3.11-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_DISABLE_PIP_VERSION_CHECK=1 \
-    DJANGO_SETTINGS_MODULE=console.settings.production PORTICO_VAR_DIR=/var/lib/portico
+    PORTICO_VAR_DIR=/var/lib/portico
 
 RUN apt-get update && apt-get install -y --no-install-recommends make nodejs npm \
     && rm -rf /var/lib/apt/lists/*
@@ -12,7 +12,7 @@ COPY requirements.lock pyproject.toml package.json package-lock.json ./
 RUN pip install --no-cache-dir -r requirements.lock
 COPY . .
 RUN pip install --no-cache-dir --no-deps -e . && make static/vendor/.installed \
-    && SECRET_KEY=build-only python manage.py collectstatic --noinput
+    && DJANGO_SETTINGS_MODULE=console.settings.local python manage.py collectstatic --noinput
 
 RUN useradd --system --home /var/lib/portico portico && mkdir -p /var/lib/portico \
     && chown portico /var/lib/portico

@@ -17,3 +17,13 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":  # noqa: F405
     # subprocesses that tests start must see the rows the test wrote. pytest-django gives each
     # xdist worker its own copy (it suffixes the name), and each test process has its own VAR_DIR.
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test.sqlite3")}  # noqa: F405
+SECRET_KEY = "portico-insecure-test-key"
+
+# NOTE: each test process has its own database, so a cache shared between them (Redis) would mix
+# up different users that happen to have the same id; throttle counts stay per process.
+CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+# Generous enough that no test meets them by accident; throttling is tested with its own rates.
+REST_FRAMEWORK = {
+    **REST_FRAMEWORK,  # noqa: F405
+    "DEFAULT_THROTTLE_RATES": {"anon": "100000/min", "user": "100000/min"},
+}
