@@ -153,9 +153,22 @@ def test_secrets_are_referenced_never_inlined(overlay: tuple) -> None:
     rendered = json.dumps(docs)
     assert not re.search(r'"name": "(SECRET_KEY|DATABASE_URL|REDIS_URL)"', rendered)
     serving = _container(_one(docs, "Deployment", "portico-serving"))
-    assert serving["envFrom"] == [{"secretRef": {"name": "portico-serving"}}]
+    secrets = {e["secretRef"]["name"] for e in serving["envFrom"] if "secretRef" in e}
+    assert secrets == {"portico-serving", "portico-s3"}  # never the console's SECRET_KEY
     console = _container(_one(docs, "Deployment", "portico-console"))
     assert {"secretRef": {"name": "portico-console"}} in console["envFrom"]
+
+
+def test_every_process_that_touches_artifacts_reads_them_from_object_storage(
+    overlay: tuple,
+) -> None:
+    _, docs = overlay
+    storage = _one(docs, "ConfigMap", "portico-storage")["data"]
+    assert storage["PORTICO_BLOB_STORAGE"] == "s3" and storage["PORTICO_BLOB_S3_BUCKET"]
+    for name in ("portico-serving", "portico-console", "portico-worker"):
+        env_from = _container(_one(docs, "Deployment", name))["envFrom"]
+        assert {"configMapRef": {"name": "portico-storage"}} in env_from, name
+        assert {"secretRef": {"name": "portico-s3", "optional": True}} in env_from, name
 
 
 def test_serving_runs_without_the_console_key_and_caches_below_the_volume_root(
