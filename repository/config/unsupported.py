@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from tritonclient.grpc import model_config_pb2 as mc
 
+from repository.config.accelerators import accelerator_problems
+
 SUPPORTED_BACKENDS = frozenset({"onnxruntime", "pytorch", "python", "tensorrt"})
 SUPPORTED_PLATFORMS = frozenset(
     {"", "onnxruntime_onnx", "pytorch_libtorch", "libtorch", "tensorrt_plan", "ensemble"}
@@ -76,9 +78,7 @@ def _instance_groups(cfg: mc.ModelConfig) -> list[str]:
 def _optimization(cfg: mc.ModelConfig) -> list[str]:
     opt = cfg.optimization
     problems = []
-    accelerators = opt.execution_accelerators
-    if len(accelerators.gpu_execution_accelerator) or len(accelerators.cpu_execution_accelerator):
-        problems.append(f"optimization.execution_accelerators: {NOT_SUPPORTED}")
+    problems += accelerator_problems(cfg)
     if opt.cuda.graphs or len(opt.cuda.graph_spec) > 0:
         problems.append(f"optimization.cuda.graphs: CUDA graphs are {NOT_SUPPORTED}")
     return problems

@@ -167,22 +167,6 @@ def unload_quietly(instance: ModelInstance) -> None:
         logger.exception("unloading instance %s failed", instance.placement)
 
 
-def gpu_count() -> int:
-    """GPUs visible to this process (NVML when installed; 0 otherwise)."""
-    try:
-        import pynvml
-    except ImportError:
-        return 0
-    try:
-        pynvml.nvmlInit()
-        try:
-            return int(pynvml.nvmlDeviceGetCount())
-        finally:
-            pynvml.nvmlShutdown()
-    except Exception:  # noqa: BLE001 - no driver means no GPU
-        return 0
-
-
 def _groups(config: model_config_pb2.ModelConfig) -> list[model_config_pb2.ModelInstanceGroup]:
     if config.instance_group:
         return list(config.instance_group)

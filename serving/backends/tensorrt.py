@@ -74,6 +74,15 @@ class TensorRTInstance(ModelInstance):
             self.spec.config, model_version=self.spec.version, run=self._run
         )
 
+    @classmethod
+    def gpu_unusable_reason(cls) -> str | None:
+        try:
+            import tensorrt  # noqa: F401
+            import torch
+        except ImportError as error:
+            return f"the tensorrt package is not installed ({error})"
+        return None if torch.cuda.is_available() else "torch has no usable CUDA"
+
     def execute(self, requests: Sequence[InferRequest]) -> list[ExecuteResult]:
         with self._lock:
             return self._executor(requests)

@@ -32,6 +32,7 @@ from serving.backends.python import launch
 from serving.core.devices import gpu_count
 from serving.core.model_spec import ModelSpec
 from serving.core.model_table import UNLOADED_REASON
+from serving.core.placement import replica_config
 from serving.core.server import InferenceServer, VersionPlan
 from serving.errors import ServingError
 from serving.settings import ServingSettings
@@ -232,7 +233,8 @@ class RegistrySource:
             config = model_config_pb2.ModelConfig(name=servable.model)
         version_dir = model_dir / str(servable.version)
         spec = ModelSpec(name=servable.model, version=servable.version, config=config,
-                         model_dir=model_dir, version_dir=version_dir)  # fmt: skip
+                         model_dir=model_dir, version_dir=version_dir,
+                         cache_dir=self.cache.root / "runtime")  # fmt: skip
         return VersionPlan(spec, fingerprint, error=error)
 
     def _complete(self, servable: Any, model_dir: Path) -> Any:
@@ -243,11 +245,12 @@ class RegistrySource:
                 servable.config_text,
                 model_name=servable.model,
                 version_dir=model_dir / str(servable.version),
-                gpu_count=gpu_count(self.settings),
+                gpu_count=None,
             )
         except ConfigError as exc:
             raise ServingError("; ".join(exc.problems) or str(exc)) from None
-        return completed.config
+        # The stored config keeps what the user wrote; this replica's devices decide placement.
+        return replica_config(completed.config, gpu_count=gpu_count(self.settings))
 
     def _open_blob(self, sha256: str) -> Any:
         if self._blob_opener is None:

@@ -288,8 +288,17 @@ CASES = [
         ONNX
         + IO
         + "optimization { execution_accelerators { "
-        + 'gpu_execution_accelerator { name: "tensorrt" } } }',
-        "optimization.execution_accelerators: not supported by Portico",
+        + 'gpu_execution_accelerator { name: "openvino" } } }',
+        "optimization.execution_accelerators.gpu_execution_accelerator[0].name: 'openvino' is "
+        "not supported",
+    ),
+    (
+        ONNX
+        + IO
+        + "optimization { execution_accelerators { "
+        + 'cpu_execution_accelerator { name: "openvino" } } }',
+        "optimization.execution_accelerators.cpu_execution_accelerator[0]: 'openvino' is not "
+        "supported by Portico",
     ),
     (
         ONNX + IO + "optimization { cuda { graphs: true } }",

@@ -218,6 +218,19 @@ def test_gpu_placement_uses_the_cuda_provider(tmp_path: Path) -> None:
     assert isinstance(result, InferResponse)
 
 
+def test_gpu_placement_without_cuda_is_unavailable_never_run_on_the_cpu(tmp_path: Path) -> None:
+    import onnxruntime as ort
+
+    if "CUDAExecutionProvider" in ort.get_available_providers():
+        pytest.skip("this onnxruntime has the CUDA provider; this checks a CPU build")
+    gpu = InstancePlacement(name="m_0", kind="KIND_GPU", device_id=1, intra_op_threads=1)
+    instance = OnnxRuntimeInstance(spec_for(demo_models.write_onnx_identity(tmp_path)), gpu)
+    with pytest.raises(UnavailableError) as info:
+        instance.load()
+    assert "instance 'm_0' is placed on GPU 1 but onnxruntime" in info.value.message
+    assert "has no CUDAExecutionProvider" in info.value.message
+
+
 def test_sequence_control_tensors_are_not_rejected_as_unknown_inputs() -> None:
     from google.protobuf import text_format
     from tritonclient.grpc import model_config_pb2

@@ -85,3 +85,15 @@ def test_gpu_placement_runs_on_cuda(add_sub_dir: Path) -> None:
     assert not instance.can_run_inline()
     (result,) = instance.execute_checked([_request(2, 3.0)])
     assert isinstance(result, InferResponse) and result.outputs["OUTPUT__0"][0, 0] == 4.0
+
+
+def test_gpu_placement_without_cuda_is_unavailable_never_run_on_the_cpu(add_sub_dir: Path) -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("torch has CUDA here; this checks a runtime without it")
+    gpu = InstancePlacement(name="t_0", kind="KIND_GPU", device_id=0)
+    with pytest.raises(UnavailableError) as info:
+        TorchScriptInstance(spec_for(add_sub_dir), gpu).load()
+    assert "instance 't_0' is placed on GPU 0 but torch" in info.value.message
+    assert "torch.cuda.is_available() is False" in info.value.message
