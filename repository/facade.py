@@ -15,7 +15,7 @@ from django.db import transaction
 
 from repository import blobs, selectors, services
 from repository.blobs import BlobStore
-from repository.models import ModelVersion, VersionState
+from repository.models import GoldenRequest, GoldenState, GpuCheck, ModelVersion, VersionState
 from repository.selectors.approvals import model_version_code_changes
 from repository.services.revision import REVISION_CHANNEL
 
@@ -55,6 +55,10 @@ class ServableVersion:
     config_text: str
     files: tuple[BlobRef, ...]
     model_files: tuple[BlobRef, ...]
+    # Left for the first GPU replica: run warm-up and these golden requests (the validation
+    # worker's ``--golden`` entries) on the GPU before traffic, and report in the heartbeat.
+    gpu_check_pending: bool = False
+    golden: tuple[dict[str, Any], ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -161,13 +165,23 @@ def _code_as_approved(version: ModelVersion) -> bool:
 
 def _servable(version: ModelVersion) -> ServableVersion:
     files = list(version.files.all())
+    pending = version.gpu_check == GpuCheck.PENDING
     return ServableVersion(
         model=version.model.name,
         version=version.number,
         config_text=version.config_text,
         files=tuple(_ref(f) for f in files if not f.model_level),
         model_files=tuple(_ref(f) for f in files if f.model_level),
+        gpu_check_pending=pending,
+        golden=_golden(version) if pending else (),
     )
+
+
+def _golden(version: ModelVersion) -> tuple[dict[str, Any], ...]:
+    from repository.validation.pipeline import golden_entry
+
+    recorded = GoldenRequest.objects.filter(model=version.model, state=GoldenState.RECORDED)
+    return tuple(golden_entry(g, expected=True) for g in recorded.order_by("pk"))
 
 
 def _ref(f: Any) -> BlobRef:

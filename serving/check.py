@@ -208,30 +208,10 @@ class Check:
         return f"{len(self.golden_results)} golden request(s) reproduced"
 
     def _replay(self, entry: dict[str, Any]) -> dict[str, Any]:
-        from serving.check_io import compare_outputs, golden_request, outputs_json
+        from serving.check_io import replay_golden
 
-        spec, instance = self._spec(), self.instance
-        assert instance is not None
-        result: dict[str, Any] = {"id": entry.get("id"), "ok": False, "message": "", "outputs": {}}
-        try:
-            request = golden_request(entry, model_name=spec.name, version=spec.version)
-            (response,) = instance.execute_checked([request])
-        except ServingError as error:
-            result["message"] = error.message
-            return result
-        if isinstance(response, ServingError):
-            result["message"] = response.message
-            return result
-        result["outputs"] = outputs_json(response)
-        expected = entry.get("outputs") or entry.get("expected_outputs")
-        if expected:
-            rtol, atol = float(entry.get("rtol", 1e-5)), float(entry.get("atol", 1e-6))
-            problems = compare_outputs(result["outputs"], expected, rtol=rtol, atol=atol)
-            result["message"] = "; ".join(problems) or "matches the expected outputs"
-            result["ok"] = not problems
-        else:
-            result["ok"], result["message"] = True, "ran (no expected outputs to compare)"
-        return result
+        assert self.instance is not None
+        return replay_golden(entry, spec=self._spec(), instance=self.instance)
 
     def _spec(self) -> ModelSpec:
         if self.spec is None:

@@ -58,6 +58,18 @@ class VersionFileSerializer(serializers.Serializer[Any]):
     model_level = serializers.BooleanField()
 
 
+class GpuCheckSerializer(serializers.Serializer[ModelVersion]):
+    """The GPU part of a version's check: left pending by a worker without a usable GPU, then
+    what the first GPU replica to load the version found."""
+
+    state = serializers.CharField(
+        source="gpu_check", help_text='"" (nothing left to check), pending, passed or failed'
+    )
+    message = serializers.CharField(source="gpu_check_message")
+    replica = serializers.CharField(source="gpu_checked_by")
+    checked_at = serializers.DateTimeField(source="gpu_checked_at", allow_null=True)
+
+
 class VersionSerializer(serializers.Serializer[ModelVersion]):
     """The version JSON (contract fields first)."""
 
@@ -70,6 +82,7 @@ class VersionSerializer(serializers.Serializer[ModelVersion]):
         "until validation has produced it."
     )
     validation = ValidationSerializer(source="*")
+    gpu_check = GpuCheckSerializer(source="*")
     needs_approval = serializers.BooleanField()
     approved_by = serializers.CharField(source="approved_by.username", allow_null=True)
     approved_at = serializers.DateTimeField(allow_null=True)

@@ -13,8 +13,9 @@ ALTER ROLE portico_serving WITH LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE PASSWO
 
 REVOKE ALL ON ALL TABLES IN SCHEMA public FROM portico_serving;
 GRANT USAGE ON SCHEMA public TO portico_serving;
--- What serving reads: the revision it watches, and each servable version with its files.
+-- What serving reads: the revision it watches, and each servable version with its files (and,
+-- for a version whose GPU check is pending, its model's golden requests).
 GRANT SELECT ON repository_servingrevision, repository_model, repository_modelversion,
-    repository_versionfile, repository_blob TO portico_serving;
+    repository_versionfile, repository_blob, repository_goldenrequest TO portico_serving;
 -- Its only writes: the heartbeat row of each replica.
 GRANT SELECT, INSERT, UPDATE ON repository_servingreplica TO portico_serving;

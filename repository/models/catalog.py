@@ -21,6 +21,20 @@ class VersionState(models.TextChoices):
     RETIRED = "retired"
 
 
+class GpuCheck(models.TextChoices):
+    """The GPU part of a version's check, when the worker that validated it had no usable GPU.
+
+    ``pending`` until the first GPU replica to load it has run its warm-up and golden requests
+    there (``passed`` or ``failed``, recorded from that replica's heartbeat); empty when nothing
+    was left to check on a GPU.
+    """
+
+    NOT_NEEDED = "", "not needed"
+    PENDING = "pending", "pending"
+    PASSED = "passed", "passed"
+    FAILED = "failed", "failed"
+
+
 class Model(models.Model):
     """A servable model: its name is the name clients use in the inference API."""
 
@@ -120,6 +134,13 @@ class ModelVersion(models.Model):
     validation_started_at = models.DateTimeField(null=True, blank=True)
     validated_at = models.DateTimeField(null=True, blank=True)
     promoted_at = models.DateTimeField(null=True, blank=True)
+    gpu_check = models.CharField(
+        max_length=8, choices=GpuCheck.choices, blank=True, default=GpuCheck.NOT_NEEDED
+    )
+    # Why the check is pending (the validating worker's devices), then the replica's outcome.
+    gpu_check_message = models.TextField(blank=True, default="")
+    gpu_checked_by = models.CharField(max_length=128, blank=True, default="")
+    gpu_checked_at = models.DateTimeField(null=True, blank=True)
     # Set by import_repository: promote once validation passes, if still the highest version.
     promote_when_ready = models.BooleanField(default=False)
     # The version this one replaced when it was last promoted by hand: rollback walks this chain.
@@ -141,6 +162,9 @@ class ModelVersion(models.Model):
             ),
             models.CheckConstraint(
                 condition=models.Q(state__in=VersionState.values), name="version_state_valid"
+            ),
+            models.CheckConstraint(
+                condition=models.Q(gpu_check__in=GpuCheck.values), name="version_gpu_check_valid"
             ),
         ]
         indexes = [models.Index(fields=["state"], name="version_state_idx")]

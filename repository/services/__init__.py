@@ -8,6 +8,7 @@ from repository.services.golden import (
     golden_request_record,
     golden_request_record_run,
 )
+from repository.services.gpu_checks import gpu_checks_record, model_version_gpu_check_record
 from repository.services.promotion import model_rollback, model_version_promote
 from repository.services.replicas import replica_heartbeat
 from repository.services.revision import (
@@ -43,6 +44,7 @@ __all__ = [
     "api_token_revoke",
     "event_record",
     "golden_request_delete",
+    "gpu_checks_record",
     "golden_request_record",
     "golden_request_record_run",
     "model_name_check",
@@ -54,6 +56,7 @@ __all__ = [
     "model_version_create_with_config",
     "model_version_promote",
     "model_version_revalidate",
+    "model_version_gpu_check_record",
     "model_version_validate",
     "model_versions_requeue_stale",
     "replica_heartbeat",

@@ -90,6 +90,9 @@ class VersionPlan:
     spec: ModelSpec
     fingerprint: str = ""
     error: str = ""  # the source already knows it cannot load (e.g. a corrupt artifact)
+    # Run on the warm instances before the version takes traffic (off the loop); raising keeps
+    # it UNAVAILABLE with the error's message. The registry's pending GPU checks use it.
+    gate: WarmupFn | None = None
 
 
 class InferenceServer:
@@ -436,7 +439,7 @@ class InferenceServer:
             fresh = [p for p in plans if not self._unchanged(entry, p)]
             for plan in fresh:
                 lv = LoadedVersion(plan.spec, plan.fingerprint)
-                lv.reason = plan.error
+                lv.reason, lv.gate = plan.error, plan.gate
                 entry.loading[plan.spec.version] = lv
             new = [entry.loading[p.spec.version] for p in fresh]
             errors = await asyncio.gather(*(self._load(lv) for lv in new))
@@ -559,6 +562,8 @@ class InferenceServer:
             lv.instances = await run_blocking(self._instance_factory, lv.spec)
             if self._warmup is not None:
                 await run_blocking(self._warmup, lv.spec, lv.instances)
+            if lv.gate is not None:
+                await run_blocking(lv.gate, lv.spec, lv.instances)
             scheduler = self._scheduler_factory(
                 spec=lv.spec, instances=lv.instances, statistics=lv.statistics, server=self
             )

@@ -38,6 +38,12 @@ from serving.errors import ServingError
 from serving.settings import ServingSettings
 from serving.sources.blob_cache import BlobCache
 from serving.sources.blob_reader import BlobOpener, blob_opener
+from serving.sources.gpu_check import (
+    GpuCheckGate,
+    GpuReports,
+    placed_on_gpu,
+    report_failed_load,
+)
 from serving.sources.on_demand import idle_versions, least_recently_used
 
 logger = logging.getLogger("serving.sources.registry")
@@ -64,6 +70,8 @@ class RegistrySource:
         self._promoted: dict[str, Any] = {}
         self._apply_lock = asyncio.Lock()
         self._listening = threading.Event()
+        self._gpu_reports: GpuReports = {}  # (model, version) -> {"ok", "message"}
+        self._gpu_pending: set[tuple[str, int]] = set()  # placed on a GPU here, still pending
         self._endpoints_known = asyncio.Event()
         self._blob_opener: BlobOpener | None = None
         # Without a configured folder: a private one of this process's own (mkdtemp makes it 0700
@@ -235,7 +243,11 @@ class RegistrySource:
         spec = ModelSpec(name=servable.model, version=servable.version, config=config,
                          model_dir=model_dir, version_dir=version_dir,
                          cache_dir=self.cache.root / "runtime")  # fmt: skip
-        return VersionPlan(spec, fingerprint, error=error)
+        gate = None
+        if servable.gpu_check_pending and not error and placed_on_gpu(config):
+            self._gpu_pending.add((servable.model, servable.version))
+            gate = GpuCheckGate(servable.golden, self._gpu_reports)
+        return VersionPlan(spec, fingerprint, error=error, gate=gate)
 
     def _complete(self, servable: Any, model_dir: Path) -> Any:
         from repository.config import ConfigError, complete_config
@@ -347,6 +359,12 @@ class RegistrySource:
 
         # Versions unloaded on purpose (replaced by a promote) are history, not something served.
         versions = [r for r in self._server().version_rows() if r["reason"] != UNLOADED_REASON]
+        for row in versions:
+            key = (row["model"], row["version"])
+            if key in self._gpu_pending:
+                report_failed_load(self._gpu_reports, row)
+            if key in self._gpu_reports:
+                row["gpu_check"] = self._gpu_reports[key]
         await self._registry(
             facade.replica_heartbeat, replica_id=self.replica_id,
             address=self.http_url.split("//")[-1] or socket.gethostname(), http_url=self.http_url,

@@ -171,7 +171,7 @@ def test_kind_gpu_model_on_a_worker_without_gpu_is_checked_on_the_cpu_and_left_p
     model_dir = demo_models.write_onnx_add_sub(tmp_path / "repo", dtype="FP32", dims=(4,))
     config = (model_dir / "config.pbtxt").read_text()
     (model_dir / "config.pbtxt").write_text(
-        config + '\ninstance_group { kind: KIND_GPU count: 2 gpus: [ 0, 1 ] }\n'
+        config + "\ninstance_group { kind: KIND_GPU count: 2 gpus: [ 0, 1 ] }\n"
     )
     code, report = _check(model_dir, tmp_path)
     assert code == 0, report["steps"]

@@ -32,8 +32,7 @@ def test_kind_gpu_onnx_is_checked_on_one_cpu_instance_and_left_pending() -> None
 
 def test_a_gpu_accelerator_is_left_pending_even_for_kind_auto() -> None:
     text = ONNX + (
-        'optimization { execution_accelerators { gpu_execution_accelerator { name: "tensorrt" '
-        "} } }"
+        'optimization { execution_accelerators { gpu_execution_accelerator { name: "tensorrt" } } }'
     )
     placed = check_placement(parse_config_text(text), gpu_count=0)
     assert _kinds(placed.config) == [("KIND_CPU", 1)]
