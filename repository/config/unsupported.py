@@ -65,14 +65,27 @@ def _instance_groups(cfg: mc.ModelConfig) -> list[str]:
         where = f"instance_group[{index}]"
         if group.HasField("rate_limiter"):
             problems.append(f"{where}.rate_limiter: the rate limiter is {NOT_SUPPORTED}")
-        for field in ("secondary_devices", "profile"):
-            if len(getattr(group, field)) > 0:
-                problems.append(f"{where}.{field}: {NOT_SUPPORTED}")
+        if len(group.secondary_devices) > 0:
+            problems.append(f"{where}.secondary_devices: {NOT_SUPPORTED}")
+        problems += _profiles(cfg, group, where)
         if group.passive:
             problems.append(f"{where}.passive: passive instances are {NOT_SUPPORTED}")
         if group.host_policy:
             problems.append(f"{where}.host_policy: {NOT_SUPPORTED}")
     return problems
+
+
+def _profiles(cfg: mc.ModelConfig, group: mc.ModelInstanceGroup, where: str) -> list[str]:
+    """TensorRT optimisation profiles: the group's instances run on the first one listed."""
+    if len(group.profile) == 0:
+        return []
+    if not (cfg.backend == "tensorrt" or cfg.platform == "tensorrt_plan"):
+        return [f"{where}.profile: only TensorRT plans have optimisation profiles"]
+    return [
+        f"{where}.profile: '{p}' is not a profile index (a number from 0)"
+        for p in group.profile
+        if not p.isdigit()
+    ]
 
 
 def _optimization(cfg: mc.ModelConfig) -> list[str]:

@@ -23,12 +23,14 @@ ExecuteResult = InferResponse | ServingError
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class InstancePlacement:
-    """Where one instance runs: its group's name, the kind it resolved to and the device id."""
+    """Where one instance runs: its group's name, the kind it resolved to, the device id and (for
+    TensorRT plans) the optimisation profile its group names first."""
 
     name: str
     kind: str  # "KIND_CPU" or "KIND_GPU" (KIND_AUTO is resolved before instances are made)
     device_id: int = 0
     intra_op_threads: int = 1
+    profile: int = 0
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

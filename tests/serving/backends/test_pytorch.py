@@ -12,6 +12,7 @@ from serving.backends.base import InstancePlacement
 from serving.backends.pytorch import TorchScriptInstance
 from serving.core.types import InferRequest, InferResponse, RequestedOutput
 from serving.errors import ServingError, UnavailableError
+from tests.gpu_requirement import require_gpu, torch_cuda_missing
 
 from .specs import spec_for
 
@@ -75,10 +76,7 @@ def test_corrupt_model_fails_to_load(tmp_path: Path) -> None:
 
 @pytest.mark.gpu
 def test_gpu_placement_runs_on_cuda(add_sub_dir: Path) -> None:
-    import torch
-
-    if not torch.cuda.is_available():
-        pytest.skip("needs torch with CUDA and an NVIDIA GPU (torch.cuda.is_available() is False)")
+    require_gpu(torch_cuda_missing())
     gpu = InstancePlacement(name="t_0", kind="KIND_GPU", device_id=0)
     instance = TorchScriptInstance(spec_for(add_sub_dir), gpu)
     instance.load()

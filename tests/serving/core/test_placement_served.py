@@ -11,6 +11,7 @@ import pytest
 import tritonclient.http as httpclient
 
 from repository import demo_models
+from tests.gpu_requirement import nvml_gpu_missing, ort_provider_missing, require_gpu
 from tests.serving.harness import serving
 
 pytestmark = [pytest.mark.embedded, pytest.mark.timeout(120)]
@@ -76,3 +77,44 @@ def test_kind_gpu_with_a_gpu_but_a_runtime_without_cuda_is_unavailable_with_the_
         assert f"onnxruntime {ort.__version__} has no CUDAExecutionProvider" in reason
         assert index["anywhere"]["state"] == "READY"  # KIND_AUTO: the CPU, as the runtime allows
         _served_on_the_cpu(server.http_url)
+
+
+@pytest.mark.gpu
+def test_two_instances_of_a_gpu_group_serve_on_the_listed_gpus(tmp_path: Path) -> None:
+    require_gpu(nvml_gpu_missing() or ort_provider_missing("CUDAExecutionProvider"))
+    from serving.core.devices import detected_gpus
+
+    gpus = list(range(min(len(detected_gpus()), 2)))
+    model = demo_models.write_onnx_identity(tmp_path, "anywhere", dims=(-1,), max_batch_size=8)
+    config = model / "config.pbtxt"
+    config.write_text(
+        config.read_text()
+        + f'\ninstance_group {{ name: "g" kind: KIND_GPU count: 2 gpus: {gpus} }}\n'
+    )
+    with serving(tmp_path, exit_on_error=False) as server:
+        assert _index(server.http_url)["anywhere"]["state"] == "READY"
+        client = httpclient.InferenceServerClient(server.http_url)
+        (group,) = client.get_model_config("anywhere")["instance_group"]
+        assert (group["kind"], group["count"], group["gpus"]) == ("KIND_GPU", 2, gpus)
+        instances = server.server.models["anywhere"].versions[1].instances
+        assert [(i.placement.kind, i.placement.device_id) for i in instances] == [
+            ("KIND_GPU", gpu) for gpu in gpus for _ in range(2)
+        ]
+        assert all(i.providers[0] == "CUDAExecutionProvider" for i in instances)  # type: ignore[attr-defined]
+        _served_on_the_cpu(server.http_url)  # same answer, now computed on the GPU
+
+
+@pytest.mark.gpu
+def test_kind_gpu_on_a_gpu_machine_with_no_visible_gpu_is_unavailable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    require_gpu(nvml_gpu_missing())
+    from bench.server import serving as serving_process
+
+    _repository(tmp_path)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "-1")  # the replica's own process sees no GPU
+    with serving_process(tmp_path, extra_args=("--exit-on-error=false",)) as addresses:
+        index = _index(addresses["http"])
+    assert index["on_gpu"]["state"] == "UNAVAILABLE"
+    assert "no NVIDIA GPU is visible to this replica" in index["on_gpu"]["reason"]
+    assert index["anywhere"]["state"] == "READY"
