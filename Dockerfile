@@ -27,7 +27,8 @@ CMD ["python", "manage.py", "runconsole", "--host", "0.0.0.0", "--port", "8080"]
 # The GPU image: the CPU runtime is removed before its GPU build takes the same module's place.
 FROM cpu AS gpu
 USER root
-RUN pip uninstall --yes onnxruntime && pip install --no-cache-dir -r requirements-gpu.lock \
+RUN python deploy/gpu/lock.py && pip uninstall --yes onnxruntime \
+    && pip install --no-cache-dir -r requirements-gpu.lock \
     && python -c "import onnxruntime, tensorrt, pynvml"
 ENV NVIDIA_VISIBLE_DEVICES=all NVIDIA_DRIVER_CAPABILITIES=compute,utility
 USER portico

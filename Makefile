@@ -50,8 +50,8 @@ lint: install
 # From a CPU venv: the GPU lock is derived from this one, never frozen from a GPU venv.
 lock:
 	$(BIN)/python -m pip freeze --exclude-editable | sed 's/+cpu$$//' > requirements.lock
-	$(BIN)/python deploy/gpu/lock.py
 
+# Generated, never committed: requirements.lock without onnxruntime, plus the GPU pins.
 lock-gpu requirements-gpu.lock: requirements.lock deploy/gpu/requirements-gpu.in
 	$(PYTHON) deploy/gpu/lock.py
 

@@ -63,6 +63,7 @@ def _venv(args: argparse.Namespace, outcomes: dict[str, str]) -> Path | None:
     python = args.venv / "bin" / "python"
     source = ["--no-index", "--find-links", str(args.wheels)] if args.wheels else []
     steps = [
+        [sys.executable, str(ROOT / "deploy" / "gpu" / "lock.py")],
         [sys.executable, "-m", "venv", str(args.venv)],
         [
             str(python),

@@ -72,5 +72,5 @@ def test_dockerfile_defaults_to_the_cpu_image_and_swaps_onnxruntime_in_the_gpu_t
     assert ["FROM", "cpu", "AS", "gpu"] in stages
     assert stages[-1] == ["FROM", "cpu"]  # the last stage is what a plain build produces
     gpu = (ROOT / "Dockerfile").read_text().split("AS gpu", 1)[1]
-    swap = "pip uninstall --yes onnxruntime && pip install --no-cache-dir -r requirements-gpu.lock"
-    assert swap in gpu
+    assert "python deploy/gpu/lock.py && pip uninstall --yes onnxruntime" in gpu
+    assert "pip install --no-cache-dir -r requirements-gpu.lock" in gpu
