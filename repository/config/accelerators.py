@@ -33,7 +33,7 @@ TRT_OPTIONS = frozenset(
         "trt_timing_cache_enable", "trt_force_timing_cache", "trt_detailed_build_log",
         "trt_build_heuristics_enable", "trt_sparsity_enable", "trt_builder_optimization_level",
         "trt_auxiliary_streams", "trt_tactic_sources", "trt_profile_min_shapes",
-        "trt_profile_max_shapes", "trt_profile_opt_shapes", "trt_cuda_graph_enable",
+        "trt_profile_max_shapes", "trt_profile_opt_shapes",
     }
 )  # fmt: skip
 TRT_FILE_KEYS = frozenset(
@@ -47,10 +47,15 @@ CUDA_OPTIONS = frozenset(
     {
         "cudnn_conv_algo_search", "gpu_mem_limit", "arena_extend_strategy",
         "do_copy_in_default_stream", "cudnn_conv_use_max_workspace", "cudnn_conv1d_pad_to_nc1d",
-        "enable_cuda_graph", "use_tf32", "prefer_nhwc", "use_ep_level_unified_stream",
+        "use_tf32", "prefer_nhwc", "use_ep_level_unified_stream",
         "tunable_op_enable", "tunable_op_tuning_enable", "enable_skip_layer_norm_strict_mode",
     }
 )  # fmt: skip
+
+# NOTE: ORT replays a CUDA graph on the device addresses it captured, so it needs inputs and
+# outputs bound once (IOBinding) at fixed shapes; Portico feeds each batch from host arrays, which
+# would replay stale inputs. Refused until instances bind per shape.
+CUDA_GRAPH_KEYS = frozenset({"enable_cuda_graph", "trt_cuda_graph_enable"})
 
 ProviderList = list[tuple[str, dict[str, str]]]
 
@@ -118,15 +123,21 @@ def _tensorrt(params: dict[str, str], cache_dir: Path) -> dict[str, str]:
 def _gpu_problems(accelerator: mc.ModelOptimizationPolicy.ExecutionAccelerators.Accelerator,
                   where: str) -> list[str]:  # fmt: skip
     params = dict(accelerator.parameters)
+    graphs = [
+        f"{where}.parameters['{key}']: CUDA graphs are not supported by Portico yet (ONNX "
+        "Runtime replays them on fixed device buffers; Portico feeds each batch from the host)"
+        for key in params
+        if key in CUDA_GRAPH_KEYS
+    ]
     if accelerator.name == CUDA:
-        return [
+        return graphs + [
             f"{where}.parameters['{key}']: not an option of ONNX Runtime's CUDA provider"
             for key in params
-            if key not in CUDA_OPTIONS
+            if key not in CUDA_OPTIONS and key not in CUDA_GRAPH_KEYS
         ]
     if accelerator.name != TENSORRT:
         return [f"{where}.name: '{accelerator.name}' is not supported (use 'tensorrt' or 'cuda')"]
-    problems = []
+    problems = graphs
     precision = params.get("precision_mode", "FP32").upper()
     if precision not in PRECISION_MODES:
         problems.append(f"{where}.parameters['precision_mode']: '{precision}' is not one of "
@@ -139,7 +150,7 @@ def _gpu_problems(accelerator: mc.ModelOptimizationPolicy.ExecutionAccelerators.
         if key in TRT_FILE_KEYS:
             problems.append(f"{where}.parameters['{key}']: names a file on the replica; Portico "
                             "keeps TensorRT's caches in the replica's cache folder")  # fmt: skip
-        elif key not in TRT_OPTIONS and key not in TRT_RENAMED and key != "precision_mode":
+        elif key not in TRT_OPTIONS | TRT_RENAMED.keys() | CUDA_GRAPH_KEYS | {"precision_mode"}:
             problems.append(f"{where}.parameters['{key}']: not a TensorRT option")
     return problems
 

@@ -59,18 +59,32 @@ def test_tensorrt_defaults_to_fp32_and_a_one_gib_workspace() -> None:
     assert trt["trt_max_workspace_size"] == str(1 << 30)
 
 
-def test_cuda_accelerator_options_reach_the_cuda_provider_including_cuda_graphs() -> None:
+def test_cuda_accelerator_options_reach_the_cuda_provider() -> None:
     text = _accelerators(
-        'name: "cuda" ' + _param("enable_cuda_graph", "1") + _param("cudnn_conv_algo_search", "1")
+        'name: "cuda" ' + _param("cudnn_conv_algo_search", "1") + _param("use_tf32", "0")
     )
     config = parse_config_text(text)
     assert config_problems(config) == []
     assert provider_options(config, device_id=0, cache_dir=Path("/c")) == [
         (
             "CUDAExecutionProvider",
-            {"device_id": "0", "enable_cuda_graph": "1", "cudnn_conv_algo_search": "1"},
+            {"device_id": "0", "cudnn_conv_algo_search": "1", "use_tf32": "0"},
         )
     ]
+
+
+def test_cuda_graphs_are_refused_rather_than_replayed_on_stale_buffers() -> None:
+    text = _accelerators(
+        'name: "cuda" ' + _param("enable_cuda_graph", "1"),
+        'name: "tensorrt" ' + _param("trt_cuda_graph_enable", "1"),
+    )
+    found = config_problems(parse_config_text(text))
+    where = "optimization.execution_accelerators.gpu_execution_accelerator"
+    assert [p.split(":")[0] for p in found if "CUDA graphs" in p] == [
+        f"{where}[0].parameters['enable_cuda_graph']",
+        f"{where}[1].parameters['trt_cuda_graph_enable']",
+    ]
+    assert len(found) == 2
 
 
 def test_without_accelerators_a_gpu_instance_runs_on_the_cuda_provider() -> None:
