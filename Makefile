@@ -3,18 +3,27 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed
+STAMP = $(VENV)/.installed$(if $(GPU),-gpu,)
 
-.PHONY: install run test test-embedded lint lock bench browser clean
+# GPU=1 installs requirements-gpu.lock instead: onnxruntime-gpu in place of onnxruntime (they are
+# one module; never both), the CUDA 13 runtime wheels, TensorRT and NVML. GPU_WHEELS=DIR installs
+# from a local wheel folder only (a machine without the package registry).
+GPU ?=
+GPU_WHEELS ?=
+LOCK := $(if $(GPU),requirements-gpu.lock,requirements.lock)
+PIP_SOURCE := $(if $(GPU_WHEELS),--no-index --find-links $(GPU_WHEELS),)
+
+.PHONY: install run test test-embedded lint lock lock-gpu bench gpu-check browser clean
 
 install: $(STAMP) static/vendor/.installed
 
-$(STAMP): requirements.lock pyproject.toml
+$(STAMP): $(LOCK) pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -r requirements.lock
-	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
-	touch $(STAMP)
+	$(if $(GPU_WHEELS),,$(BIN)/python -m pip install --quiet --upgrade pip)
+	$(BIN)/python -m pip uninstall --quiet --yes $(if $(GPU),onnxruntime,onnxruntime-gpu)
+	$(BIN)/python -m pip install --quiet $(PIP_SOURCE) -r $(LOCK)
+	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation --check-build-dependencies -e .
+	rm -f $(VENV)/.installed $(VENV)/.installed-gpu && touch $(STAMP)
 
 # Browser libraries (htmx, uPlot) come from the npm registry, pinned by package-lock.json.
 static/vendor/.installed: package.json package-lock.json
@@ -38,11 +47,21 @@ lint: install
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports
 
+# From a CPU venv: the GPU lock is derived from this one, never frozen from a GPU venv.
 lock:
 	$(BIN)/python -m pip freeze --exclude-editable | sed 's/+cpu$$//' > requirements.lock
 
+# Generated, never committed: requirements.lock without onnxruntime, plus the GPU pins.
+lock-gpu requirements-gpu.lock: requirements.lock deploy/gpu/requirements-gpu.in
+	$(PYTHON) deploy/gpu/lock.py
+
 bench: install
 	$(BIN)/python -m bench
+
+# On a machine with an NVIDIA GPU: its own venv from requirements-gpu.lock (GPU_WHEELS=DIR to
+# install offline), every `gpu` test, then the GPU benchmark written into docs/benchmarks.md.
+gpu-check:
+	$(PYTHON) -m bench.gpu $(if $(GPU_WHEELS),--wheels $(GPU_WHEELS),)
 
 clean:
 	rm -rf $(VENV) node_modules static/vendor var

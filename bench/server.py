@@ -22,7 +22,9 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def serving(model_repository: Path, *, startup_timeout_s: float = 120) -> Iterator[dict[str, str]]:
+def serving(
+    model_repository: Path, *, startup_timeout_s: float = 120, extra_args: tuple[str, ...] = ()
+) -> Iterator[dict[str, str]]:
     """Run `manage.py serve --model-repository` and yield its HTTP and gRPC addresses."""
     http_port, grpc_port, metrics_port = free_port(), free_port(), free_port()
     command = [
@@ -31,7 +33,8 @@ def serving(model_repository: Path, *, startup_timeout_s: float = 120) -> Iterat
         "--http-port", str(http_port),
         "--grpc-port", str(grpc_port),
         "--metrics-port", str(metrics_port),
-    ]
+        *extra_args,
+    ]  # fmt: skip
     with _running(command, http_port, startup_timeout_s):
         yield {
             "http": f"127.0.0.1:{http_port}",

@@ -1,10 +1,10 @@
 """The Celery application. Broker and backend come from settings (embedded default: a folder)."""
 
-import os
-
 from celery import Celery
 
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings.local")
+from console.environment import settings_module_select
+
+settings_module_select()
 
 app = Celery("portico")
 app.config_from_object("django.conf:settings", namespace="CELERY")

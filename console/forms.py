@@ -49,12 +49,16 @@ class GoldenRecordForm(forms.Form):
 
 
 class TokenCreateForm(forms.Form):
-    """A new API token for a user, with a role no higher than the user's own."""
+    """A new API token for a user, with a role no higher than the user's own (and only viewer
+    for someone else: the registry's ``api_token_create`` refuses more)."""
 
     name = forms.CharField(max_length=128)
     role = forms.ChoiceField(choices=[(r, r) for r in (*ROLES, INVOKER)])
     username = forms.CharField(
-        max_length=150, required=False, help_text="Leave empty for a token of your own."
+        max_length=150,
+        required=False,
+        help_text="Leave empty for a token of your own; a token for someone else can only be a "
+        "viewer token.",
     )
     models = forms.CharField(
         max_length=2000, required=False, help_text="Invoker: models it may call, comma-separated."

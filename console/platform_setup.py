@@ -7,11 +7,12 @@ from pathlib import Path
 from typing import TextIO
 
 from django.contrib.auth import get_user_model
-from django.core.management import call_command
+from django.core.management import CommandError
 
+from repository.importing import repository_import
 from repository.models import Role
 from repository.selectors import model_list
-from repository.services import user_role_grant
+from repository.services import model_version_approve_demo, user_role_grant
 
 
 def ensure_admin_account(*, stdout: TextIO) -> None:
@@ -32,7 +33,12 @@ def ensure_admin_account(*, stdout: TextIO) -> None:
 
 
 def ensure_demo_models(*, stdout: TextIO) -> None:
-    """Register, validate and promote the generated demo models on an empty registry."""
+    """Register, validate and promote the generated demo models on an empty registry.
+
+    The demo's Python model is Portico's own source (``repository.demo_models``), written into a
+    private temporary folder here, so it is approved as shipped (the audit log says "demo") rather
+    than in the name of an admin who never reviewed it.
+    """
     from repository.demo_models import write_demo_repository
 
     if model_list().exists():
@@ -40,4 +46,11 @@ def ensure_demo_models(*, stdout: TextIO) -> None:
     with tempfile.TemporaryDirectory(prefix="portico-demo-") as folder:
         write_demo_repository(Path(folder))
         stdout.write("Registering the demo models (validated and promoted)...")
-        call_command("import_repository", folder, sync=True, stdout=stdout)
+        result = repository_import(
+            Path(folder),
+            sync=True,
+            approve=lambda version: model_version_approve_demo(version=version),
+        )
+    result.report(out=stdout, err=stdout)
+    if result.failed:
+        raise CommandError(f"{len(result.failed)} demo version(s) failed validation")

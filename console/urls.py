@@ -11,3 +11,6 @@ urlpatterns = [
     # Console pages last: they own the root.
     path("", include("console.views.urls")),
 ]
+
+# A 500 names its request id and never the exception (console.views.errors).
+handler500 = "console.views.errors.server_error"

@@ -2,17 +2,19 @@
 
 A blob's name is derived from its sha256 (``ab/cd/abcd…``), so identical files are stored once and a
 stored blob is never rewritten. Pointing ``STORAGES["blobs"]`` at an S3-compatible backend moves the
-artifacts there with no code change.
+artifacts there with no code change; ``blob_store_describe`` tells readers outside Django (serving)
+where to find them.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from pathlib import Path
 from typing import BinaryIO
 
 from django.core.files import File
-from django.core.files.storage import Storage, storages
+from django.core.files.storage import FileSystemStorage, Storage, storages
 
 from repository.errors import BlobIntegrityError
 from repository.models import Blob
@@ -26,6 +28,45 @@ def blob_storage() -> Storage:
 
 def blob_name(sha256: str) -> str:
     return f"{sha256[:2]}/{sha256[2:4]}/{sha256}"
+
+
+@dataclasses.dataclass(frozen=True)
+class BlobStore:
+    """Where the blobs live, for a reader that does not go through Django.
+
+    ``kind`` is ``"filesystem"`` (``location``: the folder), ``"s3"`` (``bucket``, ``prefix``, and
+    the ``endpoint_url`` and ``region`` when configured; credentials are the reader's own, from
+    boto3's default chain) or ``"storage"`` (another backend: read through ``blob_open``).
+    """
+
+    kind: str
+    location: str = ""
+    bucket: str = ""
+    prefix: str = ""
+    endpoint_url: str = ""
+    region: str = ""
+
+    def object_name(self, sha256: str) -> str:
+        """The blob's key in the bucket, or its path under ``location``."""
+        return f"{self.prefix}/{blob_name(sha256)}" if self.prefix else blob_name(sha256)
+
+
+def blob_store_describe() -> BlobStore:
+    """The blob store as configured in ``STORAGES["blobs"]``, with no Django object in it."""
+    storage = blob_storage()
+    if isinstance(storage, FileSystemStorage):
+        return BlobStore(kind="filesystem", location=str(storage.location))
+    from storages.backends.s3 import S3Storage
+
+    if isinstance(storage, S3Storage):
+        return BlobStore(
+            kind="s3",
+            bucket=storage.bucket_name,
+            prefix=storage.location.strip("/"),
+            endpoint_url=storage.endpoint_url or "",
+            region=storage.region_name or "",
+        )
+    return BlobStore(kind="storage")
 
 
 def file_sha256(path: Path) -> tuple[str, int]:

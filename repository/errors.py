@@ -73,6 +73,46 @@ class SelfApprovalError(RegistryError):
         )
 
 
+class CodeUploaderApprovalError(RegistryError):
+    """The approver uploaded some of the version's code (in this version or the one a config
+    change was derived from): a second person has to look at it."""
+
+    code = "code_uploader_approval"
+
+    def __init__(self, name: str, version: int, user: str) -> None:
+        super().__init__(
+            f"{name} v{version} carries code that {user} uploaded; "
+            "an admin who uploaded none of its files must approve it",
+            model=name,
+            version=version,
+            user=user,
+        )
+
+
+class ApprovedCodeChangedError(RegistryError):
+    """A version's files are no longer the ones approved: it may not be promoted or served."""
+
+    code = "approved_code_changed"
+
+    def __init__(self, name: str, version: int, changed: list[str]) -> None:
+        super().__init__(
+            f"{name} v{version}: files differ from the ones approved ({', '.join(changed)}); "
+            "it cannot be promoted or served",
+            model=name,
+            version=version,
+            changed=changed,
+        )
+
+
+class ImportApproverError(RegistryError):
+    """``import_repository --approved-by`` names someone who cannot vouch for the code."""
+
+    code = "import_approver"
+
+    def __init__(self, user: str, reason: str) -> None:
+        super().__init__(f"--approved-by {user}: {reason}", user=user, reason=reason)
+
+
 class ApprovalNotNeededError(RegistryError):
     code = "approval_not_needed"
 
@@ -185,6 +225,23 @@ class TokenSettingsError(RegistryError):
 
     def __init__(self, problems: list[str]) -> None:
         super().__init__("; ".join(problems), problems=problems)
+
+
+class TokenForAnotherUserError(RegistryError):
+    """A token for someone else carries more than viewing: whoever holds it could act (and
+    approve) as that person."""
+
+    code = "token_for_another_user"
+
+    def __init__(self, actor: str, user: str, role: str, allowed: list[str]) -> None:
+        super().__init__(
+            f"{actor} may create a token for {user} only with the role "
+            f"{' or '.join(allowed)}, not {role}; {user} creates their own",
+            actor=actor,
+            user=user,
+            role=role,
+            allowed=allowed,
+        )
 
 
 class TokenInvalidError(RegistryError):

@@ -7,27 +7,41 @@ instance or a queryset, so serving never depends on the ORM's shape.
 from __future__ import annotations
 
 import dataclasses
+import logging
 from datetime import datetime
 from typing import Any, BinaryIO
 
 from django.db import transaction
 
 from repository import blobs, selectors, services
+from repository.blobs import BlobStore
 from repository.console_key import CONSOLE_TOKEN_PREFIX, console_inference_key
-from repository.models import ApiToken, ModelVersion, VersionState
+from repository.models import (
+    ApiToken,
+    GoldenRequest,
+    GoldenState,
+    GpuCheck,
+    ModelVersion,
+    VersionState,
+)
+from repository.selectors.approvals import model_version_code_changes
 from repository.services.revision import REVISION_CHANNEL
 from repository.services.tokens import api_token_hash
+
+logger = logging.getLogger(__name__)
 
 __all__ = [
     "REVISION_CHANNEL",
     "AccessSnapshot",
     "BlobRef",
+    "BlobStore",
     "InferenceToken",
     "RegistrySnapshot",
     "ReplicaInfo",
     "ServableVersion",
     "access_snapshot",
     "blob_open",
+    "blob_store",
     "live_replicas",
     "replica_heartbeat",
     "serving_revision",
@@ -53,6 +67,10 @@ class ServableVersion:
     config_text: str
     files: tuple[BlobRef, ...]
     model_files: tuple[BlobRef, ...]
+    # Left for the first GPU replica: run warm-up and these golden requests (the validation
+    # worker's ``--golden`` entries) on the GPU before traffic, and report in the heartbeat.
+    gpu_check_pending: bool = False
+    golden: tuple[dict[str, Any], ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -116,7 +134,7 @@ def serving_snapshot() -> RegistrySnapshot:
         # NOTE: the revision is read first, so a change committed meanwhile makes the snapshot look
         # older than its content, never newer: the replica just reads again at the next revision.
         revision = services.serving_revision_current()
-        versions = list(selectors.servable_version_list())
+        versions = [v for v in selectors.servable_version_list() if _code_as_approved(v)]
     loadable = tuple(_servable(v) for v in versions)
     promoted = tuple(
         s for s, v in zip(loadable, versions, strict=True) if v.state == VersionState.PROMOTED
@@ -137,8 +155,13 @@ def access_snapshot() -> AccessSnapshot:
 
 
 def blob_open(sha256: str) -> BinaryIO:
-    """Open a stored blob for reading."""
+    """Open a stored blob for reading through Django's storage API."""
     return blobs.blob_open(sha256)
+
+
+def blob_store() -> BlobStore:
+    """Where blobs live, so serving can read them itself (S3 with boto3, a folder directly)."""
+    return blobs.blob_store_describe()
 
 
 def replica_heartbeat(
@@ -190,15 +213,39 @@ def _inference_token(token: ApiToken) -> InferenceToken:
     )  # fmt: skip
 
 
+def _code_as_approved(version: ModelVersion) -> bool:
+    """Whether a code-bearing version's files are still the ones approved: rows changed behind
+    the registry's back never reach serving, however the version's state reads."""
+    changed = model_version_code_changes(version=version)
+    if changed:
+        logger.warning(
+            "%s v%d is not served: files differ from the ones approved (%s)",
+            version.model.name,
+            version.number,
+            ", ".join(changed),
+        )
+    return not changed
+
+
 def _servable(version: ModelVersion) -> ServableVersion:
     files = list(version.files.all())
+    pending = version.gpu_check == GpuCheck.PENDING
     return ServableVersion(
         model=version.model.name,
         version=version.number,
         config_text=version.config_text,
         files=tuple(_ref(f) for f in files if not f.model_level),
         model_files=tuple(_ref(f) for f in files if f.model_level),
+        gpu_check_pending=pending,
+        golden=_golden(version) if pending else (),
     )
+
+
+def _golden(version: ModelVersion) -> tuple[dict[str, Any], ...]:
+    from repository.validation.pipeline import golden_entry
+
+    recorded = GoldenRequest.objects.filter(model=version.model, state=GoldenState.RECORDED)
+    return tuple(golden_entry(g, expected=True) for g in recorded.order_by("pk"))
 
 
 def _ref(f: Any) -> BlobRef:

@@ -18,7 +18,7 @@ def run() -> int:
         settings = settings_from_args(options)
     except ValueError as exc:
         parser.error(str(exc))
-    if settings.model_repository is None:
+    if settings.registry_mode:
         parser.error("--model-repository is required (registry mode runs under manage.py serve)")
     return main(settings)
 

@@ -51,6 +51,8 @@ class Check:
     autocompleted_fields: list[str] = dataclasses.field(default_factory=list)
     golden_results: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     artifact: dict[str, Any] = dataclasses.field(default_factory=dict)
+    # Why the GPU part of this version is left to the first GPU replica; "" when nothing is left.
+    gpu_check_pending: str = ""
 
     def run(self) -> dict[str, Any]:
         try:
@@ -102,20 +104,21 @@ class Check:
             "artifact": self.artifact,
             "steps": self.steps,
             "golden": self.golden_results,
+            "gpu_check_pending": self.gpu_check_pending,
         }
 
     # ------------------------------------------------------------------ steps
 
     def _config(self) -> str:
         from repository.config import ConfigError, complete_config
-        from serving.backends.registry import gpu_count
 
         name = self.model_dir.name
         try:
+            # NOTE: the devices are not known here: the stored config keeps what the user wrote
+            # and each replica places it on its own devices (serving.core.placement).
             completed = complete_config(
-                self.config_text, model_name=name, version_dir=self.version_dir,
-                gpu_count=gpu_count(),
-            )  # fmt: skip
+                self.config_text, model_name=name, version_dir=self.version_dir, gpu_count=None
+            )
         except ConfigError as error:
             raise StepFailed("; ".join(error.problems) or str(error)) from None
         config = completed.config
@@ -138,16 +141,28 @@ class Check:
         return f"{config.platform or config.backend}; auto-complete filled {filled}"
 
     def _load(self) -> str:
-        from serving.backends.registry import create_instances, gpu_count, load_instances
+        from serving.backends.registry import create_instances, load_instances
+        from serving.check_placement import check_placement
+        from serving.core.devices import detected_gpus
 
         spec = self._spec()
         if spec.config.platform == "ensemble":
             return "skipped:ensembles have no artifact to load"
-        instances = create_instances(spec, cpu_count=os.cpu_count() or 1, gpu_count=gpu_count())
+        gpus = len(detected_gpus())
+        placed = check_placement(spec.config, gpu_count=gpus)
+        self.gpu_check_pending = placed.pending
+        if placed.config is None:
+            return f"skipped:GPU check pending: {placed.pending}"
+        load_spec = dataclasses.replace(spec, config=placed.config)
+        instances = create_instances(load_spec, cpu_count=os.cpu_count() or 1, gpu_count=gpus)
         # NOTE: one instance is enough to prove the artifact loads; the rest would only cost memory.
         load_instances(instances[:1])
         self.instance = instances[0]
-        return f"loaded instance '{self.instance.placement.name}' ({type(self.instance).__name__})"
+        kind = type(self.instance).__name__
+        loaded = f"loaded instance '{self.instance.placement.name}' ({kind})"
+        if placed.pending:
+            return f"{loaded} on the CPU runtime; GPU check pending: {placed.pending}"
+        return loaded
 
     def _io(self) -> str:
         from serving.check_io import io_problems
@@ -162,7 +177,7 @@ class Check:
             "inputs": [dataclasses.asdict(t) for t in inputs],
             "outputs": [dataclasses.asdict(t) for t in outputs],
         }
-        problems = io_problems(self._spec().config, inputs, outputs)
+        problems = io_problems(self.instance.spec.config, inputs, outputs)
         if problems:
             raise StepFailed("; ".join(problems))
         return f"{len(inputs)} inputs and {len(outputs)} outputs agree with the model"
@@ -172,7 +187,7 @@ class Check:
 
         if self.instance is None:
             return "skipped:nothing loaded"
-        spec = self._spec()
+        spec = self.instance.spec
         count = run_warmup(spec, [self.instance], strict_generated=True)
         what = "model_warmup entries" if spec.config.model_warmup else "a generated request"
         return f"{count} warm-up request(s) from {what}"
@@ -193,30 +208,10 @@ class Check:
         return f"{len(self.golden_results)} golden request(s) reproduced"
 
     def _replay(self, entry: dict[str, Any]) -> dict[str, Any]:
-        from serving.check_io import compare_outputs, golden_request, outputs_json
+        from serving.check_io import replay_golden
 
-        spec, instance = self._spec(), self.instance
-        assert instance is not None
-        result: dict[str, Any] = {"id": entry.get("id"), "ok": False, "message": "", "outputs": {}}
-        try:
-            request = golden_request(entry, model_name=spec.name, version=spec.version)
-            (response,) = instance.execute_checked([request])
-        except ServingError as error:
-            result["message"] = error.message
-            return result
-        if isinstance(response, ServingError):
-            result["message"] = response.message
-            return result
-        result["outputs"] = outputs_json(response)
-        expected = entry.get("outputs") or entry.get("expected_outputs")
-        if expected:
-            rtol, atol = float(entry.get("rtol", 1e-5)), float(entry.get("atol", 1e-6))
-            problems = compare_outputs(result["outputs"], expected, rtol=rtol, atol=atol)
-            result["message"] = "; ".join(problems) or "matches the expected outputs"
-            result["ok"] = not problems
-        else:
-            result["ok"], result["message"] = True, "ran (no expected outputs to compare)"
-        return result
+        assert self.instance is not None
+        return replay_golden(entry, spec=self._spec(), instance=self.instance)
 
     def _spec(self) -> ModelSpec:
         if self.spec is None:

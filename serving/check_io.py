@@ -13,10 +13,11 @@ from typing import Any
 import numpy as np
 from tritonclient.grpc import model_config_pb2
 
-from serving.backends.base import TensorInfo
+from serving.backends.base import ModelInstance, TensorInfo
 from serving.backends.tensors import full_shape, wire_datatype, wire_datatype_of
+from serving.core.model_spec import ModelSpec
 from serving.core.types import InferRequest, InferResponse
-from serving.errors import InvalidArgumentError
+from serving.errors import InvalidArgumentError, ServingError
 from serving.protocol.json_codec import tensor_from_json, tensor_to_json
 
 
@@ -103,6 +104,32 @@ def golden_request(entry: dict[str, Any], *, model_name: str, version: int) -> I
     return InferRequest(
         model_name=model_name, model_version=version, inputs=arrays, id=str(entry.get("id", ""))
     )
+
+
+def replay_golden(
+    entry: dict[str, Any], *, spec: ModelSpec, instance: ModelInstance
+) -> dict[str, Any]:
+    """Run one golden request on a loaded instance: ``{"id", "ok", "message", "outputs"}``."""
+    result: dict[str, Any] = {"id": entry.get("id"), "ok": False, "message": "", "outputs": {}}
+    try:
+        request = golden_request(entry, model_name=spec.name, version=spec.version)
+        (response,) = instance.execute_checked([request])
+    except ServingError as error:
+        result["message"] = error.message
+        return result
+    if isinstance(response, ServingError):
+        result["message"] = response.message
+        return result
+    result["outputs"] = outputs_json(response)
+    expected = entry.get("outputs") or entry.get("expected_outputs")
+    if expected:
+        rtol, atol = float(entry.get("rtol", 1e-5)), float(entry.get("atol", 1e-6))
+        problems = compare_outputs(result["outputs"], expected, rtol=rtol, atol=atol)
+        result["message"] = "; ".join(problems) or "matches the expected outputs"
+        result["ok"] = not problems
+    else:
+        result["ok"], result["message"] = True, "ran (no expected outputs to compare)"
+    return result
 
 
 def outputs_json(response: InferResponse) -> dict[str, dict[str, Any]]:

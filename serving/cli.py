@@ -13,8 +13,9 @@ from serving.settings import CONTROL_MODES, ServingSettings, parse_bool, setting
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add = parser.add_argument
-    add("--model-repository", "--model-store", dest="model_repository", type=Path,
-        help="serve this Triton-layout folder (absent: serve the registry)")  # fmt: skip
+    add("--model-repository", "--model-store", dest="model_repository",
+        help="serve this Triton-layout folder or s3://[host:port/]bucket/path "
+             "(absent: serve the registry)")  # fmt: skip
     add("--model-control-mode", choices=CONTROL_MODES, help="none (default), poll or explicit")
     add("--repository-poll-secs", dest="repository_poll_s", type=float,
         help="poll mode: seconds between repository scans (default 15)")  # fmt: skip
@@ -38,18 +39,64 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--exit-timeout-secs", dest="exit_timeout_s", type=float,
         help="how long shutdown waits for in-flight requests (default 30)")  # fmt: skip
     add("--id", dest="server_id", help="server name in the metadata (default 'triton')")
-    add("--cache-dir", type=Path, help="registry mode: local artifact cache folder")
+    add("--cache-dir", type=Path,
+        help="local artifact cache (registry mode; the copy of an s3:// repository)")  # fmt: skip
+    add("--http-restricted-api", dest="http_restricted_apis", action="append",
+        help="'<api>[,<api>...]:<header>=<value>': those APIs answer only requests with that "
+             "header (repeatable; Triton's flag)")  # fmt: skip
+    add("--grpc-restricted-protocol", dest="grpc_restricted_protocols", action="append",
+        help="'<api>[,<api>...]:<key>=<value>': those RPCs answer only requests with "
+             "'triton-grpc-protocol-<key>' metadata (repeatable; Triton's flag)")  # fmt: skip
+    add("--max-in-flight-requests", type=int,
+        help="requests one replica accepts at once before answering 503 (default 1024; 0: no "
+             "cap)")  # fmt: skip
+    add(
+        "--on-demand-max-versions",
+        type=int,
+        help="registry mode: extra versions per model loaded on demand (default 2)",
+    )
+    add(
+        "--on-demand-idle-secs",
+        dest="on_demand_idle_s",
+        type=float,
+        help="registry mode: unload an unused on-demand version after this (default 600)",
+    )
     add("--log-verbose", type=int, default=0, help="0: info, 1 or more: debug")
+    _add_tls_arguments(parser)
+
+
+def _add_tls_arguments(parser: argparse.ArgumentParser) -> None:
+    """gRPC TLS with Triton's flags; HTTPS (Triton has none) with flags named in their style."""
+    add = parser.add_argument
+    add("--grpc-use-ssl", type=parse_bool, nargs="?", const=True,
+        help="gRPC over TLS with --grpc-server-cert/--grpc-server-key (default false)")  # fmt: skip
+    add("--grpc-use-ssl-mutual", type=parse_bool, nargs="?", const=True,
+        help="gRPC over mutual TLS: clients need a certificate signed by --grpc-root-cert "
+             "(implies --grpc-use-ssl)")  # fmt: skip
+    add("--grpc-server-cert", type=Path, help="PEM file: the gRPC server's certificate (chain)")
+    add("--grpc-server-key", type=Path, help="PEM file: the gRPC server's private key")
+    add("--grpc-root-cert", type=Path, help="PEM file: the CA that client certificates chain to")
+    add("--http-ssl-cert", type=Path, help="PEM file: serve HTTPS on the HTTP port with this cert")
+    add("--http-ssl-key", type=Path, help="PEM file: the HTTPS private key")
+    add("--metrics-ssl-cert", type=Path, help="PEM file: serve the metrics port over HTTPS")
+    add("--metrics-ssl-key", type=Path, help="PEM file: the metrics port's private key")
+
+
+TLS_KEYS = ("grpc_use_ssl", "grpc_use_ssl_mutual", "grpc_server_cert", "grpc_server_key",
+            "grpc_root_cert", "http_ssl_cert", "http_ssl_key", "metrics_ssl_cert",
+            "metrics_ssl_key")  # fmt: skip
 
 
 def settings_from_args(options: dict[str, Any]) -> ServingSettings:
     keys = ("model_repository", "model_control_mode", "repository_poll_s", "model_config_name",
             "auto_complete_config", "host", "http_port",
             "grpc_port", "metrics_port", "strict_readiness", "exit_on_error", "max_request_bytes",
-            "exit_timeout_s", "server_id", "cache_dir")  # fmt: skip
-    overrides: dict[str, Any] = {key: options.get(key) for key in keys}
-    if options.get("load_models"):
-        overrides["load_models"] = tuple(options["load_models"])
+            "exit_timeout_s", "server_id", "cache_dir", "max_in_flight_requests",
+            "on_demand_max_versions", "on_demand_idle_s")  # fmt: skip
+    overrides: dict[str, Any] = {key: options.get(key) for key in (*keys, *TLS_KEYS)}
+    for repeated in ("load_models", "http_restricted_apis", "grpc_restricted_protocols"):
+        if options.get(repeated):
+            overrides[repeated] = tuple(options[repeated])
     return settings_from_env(**overrides)
 
 

@@ -23,9 +23,14 @@ import uvloop
 
 from serving.access.guard import AccessGuard
 from serving.core.server import InferenceServer
+from serving.protocol.admission import InFlightLimit
 from serving.protocol.grpc.service import create_grpc_server
+from serving.protocol.http.admission import InFlightMiddleware
 from serving.protocol.http.app import HttpApp
 from serving.protocol.http.metrics_app import MetricsApp
+from serving.protocol.http.restricted import RestrictedApiMiddleware
+from serving.protocol.restricted import HTTP_FLAG, parse_restrictions
+from serving.protocol.tls import grpc_server_credentials, uvicorn_tls
 from serving.settings import PORT_DISABLED, ServingSettings
 from serving.sources import ModelSource
 
@@ -49,7 +54,7 @@ class StartupError(RuntimeError):
 
 
 def make_source(settings: ServingSettings) -> ModelSource:
-    if settings.model_repository is not None:
+    if not settings.registry_mode:
         from serving.sources.directory import DirectorySource
 
         return DirectorySource(settings)
@@ -81,6 +86,7 @@ async def run_server(
     """Serve until ``stop`` is set; returns the exit code. ``on_ready(server, ports)`` is called
     once every port listens."""
     stop = stop or asyncio.Event()
+    _sweep_shared_memory()
     source = source or make_source(settings)
     server = InferenceServer(settings)
     server.control = source
@@ -97,9 +103,10 @@ async def run_server(
     ports = BoundPorts()
     http_server = grpc_server = metrics_server = None
     http_task = metrics_task = None
+    in_flight = InFlightLimit(settings.max_in_flight_requests)
     try:
-        http_server, http_task = await _start_http(settings, server, ports, guard)
-        grpc_server = await _start_grpc(settings, server, ports, guard)
+        http_server, http_task = await _start_http(settings, server, ports, in_flight, guard)
+        grpc_server = await _start_grpc(settings, server, ports, in_flight, guard)
         metrics_server, metrics_task = await _start_metrics(settings, server, ports, guard)
     except BaseException:
         await _stop_transports(settings, http_server, http_task, grpc_server)
@@ -144,6 +151,15 @@ def _access_guard(settings: ServingSettings, source: ModelSource) -> AccessGuard
     return guard
 
 
+def _sweep_shared_memory() -> None:
+    """Python models' segments left by servers that were killed (nothing else ever frees them)."""
+    from serving.backends.python import shm
+
+    removed = shm.sweep_dead_servers()
+    if removed:
+        logger.info("removed %d shared memory segments of servers no longer running", len(removed))
+
+
 def _bind(host: str, port: int) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
@@ -157,7 +173,7 @@ def _bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-def _uvicorn(app: Any, settings: ServingSettings) -> uvicorn.Server:
+def _uvicorn(app: Any, settings: ServingSettings, tls: dict[str, Any]) -> uvicorn.Server:
     config = uvicorn.Config(
         app,
         http="httptools",
@@ -168,6 +184,7 @@ def _uvicorn(app: Any, settings: ServingSettings) -> uvicorn.Server:
         timeout_keep_alive=60,
         timeout_graceful_shutdown=int(settings.exit_timeout_s) or 1,
         h11_max_incomplete_event_size=None,
+        **tls,
     )
     # NOTE: no per-request access log on the data plane (it costs more than routing does).
     access = logging.getLogger("uvicorn.access")
@@ -176,11 +193,12 @@ def _uvicorn(app: Any, settings: ServingSettings) -> uvicorn.Server:
 
 
 async def _serve_uvicorn(
-    app: Any, settings: ServingSettings, port: int
+    app: Any, settings: ServingSettings, port: int, *, tls: dict[str, Any]
 ) -> tuple[uvicorn.Server, asyncio.Task[None], int]:
+    server = _uvicorn(app, settings, tls)
+    server.config.load()  # NOTE: before binding: unreadable certificates fail with nothing open
     sock = _bind(settings.host, port)
     bound = int(sock.getsockname()[1])
-    server = _uvicorn(app, settings)
     # NOTE: ``_serve`` is ``serve`` without uvicorn's own signal handling; the process owns signals.
     task = asyncio.create_task(server._serve(sockets=[sock]))
     while not server.started:
@@ -191,21 +209,37 @@ async def _serve_uvicorn(
 
 
 async def _start_http(
-    settings: ServingSettings, server: InferenceServer, ports: BoundPorts, guard: AccessGuard | None
+    settings: ServingSettings,
+    server: InferenceServer,
+    ports: BoundPorts,
+    in_flight: InFlightLimit,
+    guard: AccessGuard | None,
 ) -> tuple[uvicorn.Server | None, asyncio.Task[None] | None]:
     if settings.http_port == PORT_DISABLED:
         return None, None
     app: Any = HttpApp(server, max_request_bytes=settings.max_request_bytes)
+    if in_flight.limit:
+        app = InFlightMiddleware(app, in_flight)
+    # Tokens are checked before anything else of the request is looked at, and after the
+    # restricted-API headers (a request that may not use an API at all is refused first).
     if guard is not None:
         from serving.access.http import AccessMiddleware
 
         app = AccessMiddleware(app, guard)
-    http, task, ports.http = await _serve_uvicorn(app, settings, settings.http_port)
+    restrictions = parse_restrictions(settings.http_restricted_apis, flag=HTTP_FLAG)
+    if restrictions:
+        app = RestrictedApiMiddleware(app, restrictions)
+    tls = uvicorn_tls(settings.http_ssl_cert, settings.http_ssl_key)
+    http, task, ports.http = await _serve_uvicorn(app, settings, settings.http_port, tls=tls)
     return http, task
 
 
 async def _start_grpc(
-    settings: ServingSettings, server: InferenceServer, ports: BoundPorts, guard: AccessGuard | None
+    settings: ServingSettings,
+    server: InferenceServer,
+    ports: BoundPorts,
+    in_flight: InFlightLimit,
+    guard: AccessGuard | None,
 ) -> grpc.aio.Server | None:
     if settings.grpc_port == PORT_DISABLED:
         return None
@@ -214,8 +248,18 @@ async def _start_grpc(
         from serving.access.grpc import GuardedServicer
 
         guarded = functools.partial(GuardedServicer, guard=guard)
-    grpc_server = create_grpc_server(server, guarded)
-    ports.grpc = grpc_server.add_insecure_port(_grpc_address(settings.host, settings.grpc_port))
+    grpc_server = create_grpc_server(
+        server,
+        max_message_bytes=settings.max_request_bytes,
+        in_flight=in_flight if in_flight.limit else None,
+        guard=guarded,
+    )
+    address = _grpc_address(settings.host, settings.grpc_port)
+    credentials = grpc_server_credentials(settings)
+    if credentials is None:
+        ports.grpc = grpc_server.add_insecure_port(address)
+    else:
+        ports.grpc = grpc_server.add_secure_port(address, credentials)
     await grpc_server.start()
     return grpc_server
 
@@ -229,8 +273,9 @@ async def _start_metrics(
 ) -> tuple[uvicorn.Server | None, asyncio.Task[None] | None]:
     if settings.metrics_port == PORT_DISABLED:
         return None, None
+    tls = uvicorn_tls(settings.metrics_ssl_cert, settings.metrics_ssl_key)
     metrics, task, ports.metrics = await _serve_uvicorn(
-        MetricsApp(server, access=guard), settings, settings.metrics_port
+        MetricsApp(server, access=guard), settings, settings.metrics_port, tls=tls
     )
     return metrics, task
 

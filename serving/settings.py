@@ -10,6 +10,7 @@ running server), ``-1`` disables that endpoint.
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -19,6 +20,7 @@ INFERENCE_AUTH_MODES = ("required", "off")
 LOOPBACK = "127.0.0.1"
 ANY_ADDRESS = "0.0.0.0"
 DEFAULT_MAX_REQUEST_BYTES = 64 * 1024 * 1024
+DEFAULT_MAX_IN_FLIGHT_REQUESTS = 1024
 PORT_DISABLED = -1
 
 
@@ -26,7 +28,8 @@ PORT_DISABLED = -1
 class ServingSettings:
     """Everything the serving process reads at start-up. Units are in the names."""
 
-    model_repository: Path | None = None  # None: serve the registry
+    model_repository: Path | None = None  # None (and no URL): serve the registry
+    model_repository_url: str = ""  # an s3:// repository, mirrored into a local folder
     model_control_mode: str = "none"
     repository_poll_s: float = 15.0
     load_models: tuple[str, ...] = ()
@@ -53,14 +56,32 @@ class ServingSettings:
     gpu_count: int = -1  # -1: detect
     # PORTICO_INFERENCE_AUTH: "" is "required" in registry mode; folder mode has no token table.
     inference_auth: str = ""
+    # TLS (docs/serving.md "TLS"). gRPC with Triton's flags: mutual implies SSL.
+    grpc_use_ssl: bool = False
+    grpc_use_ssl_mutual: bool = False
+    grpc_server_cert: Path | None = None
+    grpc_server_key: Path | None = None
+    grpc_root_cert: Path | None = None
+    # HTTPS on the inference port and, separately, on the metrics port (PEM files).
+    http_ssl_cert: Path | None = None
+    http_ssl_key: Path | None = None
+    metrics_ssl_cert: Path | None = None
+    metrics_ssl_key: Path | None = None
+    http_restricted_apis: tuple[str, ...] = ()  # Triton's '<api>[,<api>...]:<header>=<value>'
+    grpc_restricted_protocols: tuple[str, ...] = ()
+    max_in_flight_requests: int = DEFAULT_MAX_IN_FLIGHT_REQUESTS  # per replica; 0: no cap
+    on_demand_max_versions: int = 2  # registry mode: extra versions per model kept loaded
+    on_demand_idle_s: float = 600.0  # registry mode: an unused extra version unloads after this
 
     def __post_init__(self) -> None:
-        problems = self.problems()
-        if problems:
-            raise ValueError("; ".join(problems))
+        # Resolved first: the checks below (explicit model control on a non-loopback address)
+        # judge the address actually bound, never the unset "".
         if not self.host:
             host = LOOPBACK if self.registry_mode and not self.auth_required else ANY_ADDRESS
             object.__setattr__(self, "host", host)
+        problems = self.problems()
+        if problems:
+            raise ValueError("; ".join(problems))
 
     def problems(self) -> list[str]:
         problems: list[str] = []
@@ -86,7 +107,33 @@ class ServingSettings:
             problems.append("--repository-poll-secs: must be positive")
         if self.exit_timeout_s < 0:
             problems.append("--exit-timeout-secs: must not be negative")
+        if self.max_in_flight_requests < 0:
+            problems.append("--max-in-flight-requests: must not be negative")
+        if self.on_demand_max_versions < 0:
+            problems.append("--on-demand-max-versions: must not be negative")
+        if self.on_demand_idle_s <= 0:
+            problems.append("--on-demand-idle-secs: must be positive")
+        problems.extend(self._restriction_problems())
+        problems.extend(self._tls_problems())
         problems += self._auth_problems()
+        return problems
+
+    def _tls_problems(self) -> list[str]:
+        problems: list[str] = []
+        if self.grpc_tls:
+            flag = "--grpc-use-ssl-mutual" if self.grpc_use_ssl_mutual else "--grpc-use-ssl"
+            if self.grpc_server_cert is None or self.grpc_server_key is None:
+                problems.append(f"{flag}: needs --grpc-server-cert and --grpc-server-key")
+            if self.grpc_use_ssl_mutual and self.grpc_root_cert is None:
+                problems.append(
+                    "--grpc-use-ssl-mutual: needs --grpc-root-cert (the CA that signs clients)"
+                )
+        for prefix, cert, key in (
+            ("--http-ssl", self.http_ssl_cert, self.http_ssl_key),
+            ("--metrics-ssl", self.metrics_ssl_cert, self.metrics_ssl_key),
+        ):
+            if (cert is None) != (key is None):
+                problems.append(f"{prefix}-cert and {prefix}-key: give both or neither")
         return problems
 
     def _auth_problems(self) -> list[str]:
@@ -106,12 +153,69 @@ class ServingSettings:
         return self.registry_mode and self.inference_auth != "off"
 
     @property
+    def grpc_tls(self) -> bool:
+        """gRPC listens with TLS (Triton: ``--grpc-use-ssl-mutual`` implies ``--grpc-use-ssl``)."""
+        return self.grpc_use_ssl or self.grpc_use_ssl_mutual
+
+    @property
+    def http_tls(self) -> bool:
+        return self.http_ssl_cert is not None
+
+    def _restriction_problems(self) -> list[str]:
+        from serving.protocol import restricted
+
+        problems: list[str] = []
+        for specs, flag in ((self.http_restricted_apis, restricted.HTTP_FLAG),
+                            (self.grpc_restricted_protocols, restricted.GRPC_FLAG)):  # fmt: skip
+            try:
+                restricted.parse_restrictions(specs, flag=flag)
+            except ValueError as exc:
+                problems.append(str(exc))
+        if not problems and self.exposes_model_control():
+            problems.append(
+                f"--model-control-mode=explicit on the non-loopback address '{self.host}' lets "
+                "anyone who reaches the port load models (and run their code): restrict the "
+                "model-repository API on every enabled protocol (--http-restricted-api="
+                "model-repository:<header>=<value>, --grpc-restricted-protocol="
+                "model-repository:<key>=<value>) or bind --host 127.0.0.1"
+            )
+        return problems
+
+    def exposes_model_control(self) -> bool:
+        """Explicit model control reachable from other hosts without a restriction on it."""
+        if self.registry_mode or self.model_control_mode != "explicit" or is_loopback(self.host):
+            return False
+        open_http = self.http_port != PORT_DISABLED and not _restricts_repository(
+            self.http_restricted_apis
+        )
+        open_grpc = self.grpc_port != PORT_DISABLED and not _restricts_repository(
+            self.grpc_restricted_protocols
+        )
+        return open_http or open_grpc
+
+    @property
     def registry_mode(self) -> bool:
-        return self.model_repository is None
+        return self.model_repository is None and not self.model_repository_url
 
     @property
     def effective_cpu_count(self) -> int:
         return self.cpu_count or os.cpu_count() or 1
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _restricts_repository(specs: tuple[str, ...]) -> bool:
+    from serving.protocol import restricted
+
+    groups = restricted.parse_restrictions(specs, flag="")
+    return restricted.MODEL_REPOSITORY in groups
 
 
 def parse_bool(value: str | bool) -> bool:
@@ -127,7 +231,7 @@ def parse_bool(value: str | bool) -> bool:
 
 
 _ENV_FIELDS: dict[str, tuple[str, type]] = {
-    "SERVING_MODEL_REPOSITORY": ("model_repository", Path),
+    "SERVING_MODEL_REPOSITORY": ("model_repository", str),
     "SERVING_MODEL_CONTROL_MODE": ("model_control_mode", str),
     "SERVING_REPOSITORY_POLL_SECS": ("repository_poll_s", float),
     "SERVING_MODEL_CONFIG_NAME": ("model_config_name", str),
@@ -149,6 +253,18 @@ _ENV_FIELDS: dict[str, tuple[str, type]] = {
     "SERVING_REPLICA_ADDRESS": ("replica_address", str),
     "SERVING_CPU_COUNT": ("cpu_count", int),
     "SERVING_GPU_COUNT": ("gpu_count", int),
+    "SERVING_GRPC_USE_SSL": ("grpc_use_ssl", bool),
+    "SERVING_GRPC_USE_SSL_MUTUAL": ("grpc_use_ssl_mutual", bool),
+    "SERVING_GRPC_SERVER_CERT": ("grpc_server_cert", Path),
+    "SERVING_GRPC_SERVER_KEY": ("grpc_server_key", Path),
+    "SERVING_GRPC_ROOT_CERT": ("grpc_root_cert", Path),
+    "SERVING_HTTP_SSL_CERT": ("http_ssl_cert", Path),
+    "SERVING_HTTP_SSL_KEY": ("http_ssl_key", Path),
+    "SERVING_METRICS_SSL_CERT": ("metrics_ssl_cert", Path),
+    "SERVING_METRICS_SSL_KEY": ("metrics_ssl_key", Path),
+    "SERVING_MAX_IN_FLIGHT_REQUESTS": ("max_in_flight_requests", int),
+    "SERVING_ON_DEMAND_MAX_VERSIONS": ("on_demand_max_versions", int),
+    "SERVING_ON_DEMAND_IDLE_SECS": ("on_demand_idle_s", float),
 }
 
 
@@ -166,9 +282,34 @@ def settings_from_env(env: Mapping[str, str] | None = None, **overrides: object)
         values[field] = parse_bool(raw) if kind is bool else kind(raw)
     if env.get("SERVING_LOAD_MODEL"):
         values["load_models"] = tuple(env["SERVING_LOAD_MODEL"].split(","))
+    for variable, field in (
+        ("SERVING_HTTP_RESTRICTED_API", "http_restricted_apis"),
+        ("SERVING_GRPC_RESTRICTED_PROTOCOL", "grpc_restricted_protocols"),
+    ):
+        if env.get(variable):  # several groups separated by ';' (a group holds ',' and ':')
+            values[field] = tuple(g for g in env[variable].split(";") if g)
     if env.get("REDIS_URL"):
         values["redis_url"] = env["REDIS_URL"]
     if env.get("PORTICO_INFERENCE_AUTH"):
         values["inference_auth"] = env["PORTICO_INFERENCE_AUTH"].strip().lower()
     values.update({key: value for key, value in overrides.items() if value is not None})
+    location = values.pop("model_repository", None)
+    if location is not None:
+        values.update(repository_location(str(location)))
     return ServingSettings(**values)  # type: ignore[arg-type]
+
+
+def repository_location(text: str) -> dict[str, object]:
+    """``--model-repository``: a folder, or an ``s3://`` URL in tritonserver's forms."""
+    if text.startswith("s3://"):
+        from serving.sources.s3 import parse_s3_url
+
+        try:
+            parse_s3_url(text)
+        except ValueError as exc:
+            raise ValueError(f"--model-repository: {exc}") from None
+        return {"model_repository_url": text}
+    scheme = text.partition("://")[0]
+    if "://" in text and scheme.isalpha():
+        raise ValueError(f"--model-repository: '{scheme}://' is not supported (a folder or s3://)")
+    return {"model_repository": Path(text)}

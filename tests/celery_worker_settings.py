@@ -1,5 +1,5 @@
 """Settings for the real Celery worker subprocess that tests start: the test settings, pointed at
-the test process's database, blob folder and broker queue (passed as JSON in the environment)."""
+the test process's database, blob store and broker queue (passed as JSON in the environment)."""
 
 import json
 import os
@@ -11,7 +11,7 @@ _shared = json.loads(os.environ["PORTICO_TEST_WORKER"])
 
 DATABASES["default"]["NAME"] = _shared["db_name"]  # noqa: F405
 VAR_DIR = Path(_shared["var_dir"])
-STORAGES["blobs"]["OPTIONS"]["location"] = _shared["blob_dir"]  # noqa: F405
+STORAGES["blobs"] = _shared["blobs"]  # noqa: F405
 UPLOAD_DIR = Path(_shared["upload_dir"])
 CELERY_BROKER_URL = _shared["broker_url"]
 CELERY_BROKER_TRANSPORT_OPTIONS = _shared["broker_options"]

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.s3_server import S3Server, start_s3_server
+
 ROOT = Path(__file__).resolve().parent.parent
 WORKER_START_TIMEOUT_S = 60
 
@@ -36,6 +38,14 @@ def registry_admin(db):  # type: ignore[no-untyped-def]
     from tests.factories import UserFactory
 
     return UserFactory(username="registry-admin", role="admin")
+
+
+@pytest.fixture
+def second_admin(db):  # type: ignore[no-untyped-def]
+    """Another admin: the second person an approval needs."""
+    from tests.factories import UserFactory
+
+    return UserFactory(username="second-admin", role="admin")
 
 
 @pytest.fixture
@@ -92,14 +102,10 @@ def start_live_worker(
     from django.conf import settings
     from django.db import connection
 
-    if connection.vendor == "sqlite" and connection.creation.is_in_memory_db(
-        connection.settings_dict["NAME"]
-    ):
-        pytest.skip("a worker process cannot share an in-memory SQLite test database")
     shared = {
         "db_name": connection.settings_dict["NAME"],
         "var_dir": str(settings.VAR_DIR),
-        "blob_dir": settings.STORAGES["blobs"]["OPTIONS"]["location"],
+        "blobs": settings.STORAGES["blobs"],
         "upload_dir": str(settings.UPLOAD_DIR),
         "broker_url": settings.CELERY_BROKER_URL,
         "broker_options": settings.CELERY_BROKER_TRANSPORT_OPTIONS,
@@ -176,3 +182,38 @@ def live_worker(transactional_db, worker_queue: str, tmp_path: Path) -> Iterator
     worker = start_live_worker(tmp_path, queue=worker_queue)
     yield worker
     worker.stop()
+
+
+# --- a real S3-protocol server -------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
+    """moto's standalone S3 server on loopback (one per test process), signatures checked."""
+    server = start_s3_server(tmp_path_factory.mktemp("s3") / "s3-server.log")
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def aws_env(s3_server: S3Server, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> S3Server:
+    """The standard AWS variables name the test server and its key, and nothing else does: no
+    other AWS variable, profile or shared credentials file is seen (subprocesses inherit this)."""
+    for name in [n for n in os.environ if n.startswith("AWS_")]:
+        monkeypatch.delenv(name)
+    for name, value in s3_server.env().items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-aws-config"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-aws-credentials"))
+    return s3_server
+
+
+@pytest.fixture
+def s3_blobs(settings, aws_env: S3Server) -> tuple[S3Server, str]:  # type: ignore[no-untyped-def]
+    """STORAGES["blobs"] in a fresh bucket of the test server, under the prefix "portico/blobs"
+    (a Celery worker started afterwards uses it too)."""
+    bucket = aws_env.new_bucket()
+    options = {"bucket_name": bucket, "location": "portico/blobs", "default_acl": None}
+    backend = settings.BLOB_BACKENDS["s3"]
+    settings.STORAGES = {**settings.STORAGES, "blobs": {"BACKEND": backend, "OPTIONS": options}}
+    return aws_env, bucket

@@ -59,8 +59,8 @@ class BlobFactory(factory.django.DjangoModelFactory):
     class Meta:
         model = Blob
 
-    class Params:
-        content = factory.Sequence(lambda n: f"blob content {n}".encode())
+    # Declared (not a Param) so that it reaches _create: each blob gets content of its own.
+    content = factory.Sequence(lambda n: f"blob content {n}".encode())
 
     @classmethod
     def _create(

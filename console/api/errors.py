@@ -20,6 +20,7 @@ _TABLE: dict[type[errors.RegistryError], int] = {
     errors.NothingToRollBackError: status.HTTP_409_CONFLICT,
     errors.ApprovalNotNeededError: status.HTTP_409_CONFLICT,
     errors.SelfApprovalError: status.HTTP_403_FORBIDDEN,
+    errors.CodeUploaderApprovalError: status.HTTP_403_FORBIDDEN,
     errors.PermissionDeniedError: status.HTTP_403_FORBIDDEN,
     errors.TokenInvalidError: status.HTTP_401_UNAUTHORIZED,
     errors.UploadTooLargeError: status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
@@ -30,6 +31,8 @@ _TABLE: dict[type[errors.RegistryError], int] = {
     errors.LastAdminError: status.HTTP_409_CONFLICT,
     errors.SuperuserRoleError: status.HTTP_409_CONFLICT,
     errors.TokenOutranksUserError: status.HTTP_400_BAD_REQUEST,
+    errors.TokenForAnotherUserError: status.HTTP_403_FORBIDDEN,
+    errors.ApprovedCodeChangedError: status.HTTP_409_CONFLICT,
 }
 
 

@@ -58,6 +58,18 @@ class VersionFileSerializer(serializers.Serializer[Any]):
     model_level = serializers.BooleanField()
 
 
+class GpuCheckSerializer(serializers.Serializer[ModelVersion]):
+    """The GPU part of a version's check: left pending by a worker without a usable GPU, then
+    what the first GPU replica to load the version found."""
+
+    state = serializers.CharField(
+        source="gpu_check", help_text='"" (nothing left to check), pending, passed or failed'
+    )
+    message = serializers.CharField(source="gpu_check_message")
+    replica = serializers.CharField(source="gpu_checked_by")
+    checked_at = serializers.DateTimeField(source="gpu_checked_at", allow_null=True)
+
+
 class VersionSerializer(serializers.Serializer[ModelVersion]):
     """The version JSON (contract fields first)."""
 
@@ -70,10 +82,19 @@ class VersionSerializer(serializers.Serializer[ModelVersion]):
         "until validation has produced it."
     )
     validation = ValidationSerializer(source="*")
+    gpu_check = GpuCheckSerializer(source="*")
     needs_approval = serializers.BooleanField()
     approved_by = serializers.CharField(source="approved_by.username", allow_null=True)
     approved_at = serializers.DateTimeField(allow_null=True)
+    approved_code = serializers.JSONField(
+        help_text='The sha256 of every file approved: {"files": {path: sha256}, '
+        '"model_files": {path: sha256}}; empty until approved.'
+    )
     uploaded_by = serializers.CharField(source="uploaded_by.username", allow_null=True)
+    code_uploaders = serializers.SerializerMethodField(
+        help_text="Who uploaded this version's files (through config changes too): none of "
+        "them may approve it."
+    )
     created_at = serializers.DateTimeField()
     promoted_at = serializers.DateTimeField(allow_null=True)
     backend = serializers.CharField()
@@ -83,6 +104,9 @@ class VersionSerializer(serializers.Serializer[ModelVersion]):
 
     def get_config(self, version: ModelVersion) -> str:
         return version.config_text or version.submitted_config_text or ""
+
+    def get_code_uploaders(self, version: ModelVersion) -> list[str]:
+        return sorted(user.get_username() for user in version.code_uploaders.all())
 
 
 class VersionDetailSerializer(VersionSerializer):

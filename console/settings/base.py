@@ -5,18 +5,24 @@ channel layer, artifacts on local disk. ``DATABASE_URL`` and ``REDIS_URL`` switc
 Redis with no code change.
 """
 
+from datetime import timedelta
 from pathlib import Path
 
 import environ
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
-env = environ.Env()
+# FileAwareEnv: any variable may instead be given as NAME_FILE, a path to read it from (how compose
+# hands the console its generated SECRET_KEY without putting it in the environment).
+env = environ.FileAwareEnv()
 
 VAR_DIR = Path(env.str("PORTICO_VAR_DIR", default=str(BASE_DIR / "var")))
 
-SECRET_KEY = env.str("SECRET_KEY", default="portico-insecure-development-key")
-DEBUG = env.bool("DEBUG", default=False)
-ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "[::1]"])
+# Each environment decides where its key comes from (production: required; platform: generated
+# into VAR_DIR; development and tests: a published one). Empty here, so nothing signs by accident.
+SECRET_KEY = ""
+DEBUG = False
+LOOPBACK_HOSTS = ["127.0.0.1", "localhost", "[::1]"]
+ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=LOOPBACK_HOSTS)
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
 
 INSTALLED_APPS = [
@@ -30,12 +36,15 @@ INSTALLED_APPS = [
     "rest_framework",
     "drf_spectacular",
     "channels",
+    "axes",
     "repository",
     "console",
     "serving",
 ]
 
 MIDDLEWARE = [
+    # First, so every answer (a redirect, a 403, a 500) carries the id its log lines carry.
+    "console.security.request_id.RequestIdMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -43,6 +52,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Last, as django-axes asks: it turns a locked-out login into its 429 answer.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "console.urls"
@@ -79,6 +90,19 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
+AUTHENTICATION_BACKENDS = [
+    # First: refuses a locked-out username/address before the password is even checked.
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+# Login throttling (django-axes, attempts kept in the database so every console process sees
+# them): this many failures from one address for one username lock that pair out for a while.
+AXES_FAILURE_LIMIT = env.int("PORTICO_LOGIN_FAILURE_LIMIT", default=5)
+AXES_COOLOFF_TIME = timedelta(minutes=env.int("PORTICO_LOGIN_LOCKOUT_MINUTES", default=15))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
+
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
 ]
@@ -95,16 +119,36 @@ STATIC_URL = "/static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = VAR_DIR / "collected-static"
 
-# Artifact blobs go through Django's storage API: a volume by default, S3-compatible storage by
-# pointing PORTICO_BLOB_STORAGE at another backend (e.g. storages.backends.s3.S3Storage).
+# Artifact blobs go through Django's storage API (docs/registry.md "Blob storage"):
+# PORTICO_BLOB_STORAGE is "filesystem" (a folder, PORTICO_BLOB_DIR: one host, or a shared volume),
+# "s3" (an S3-compatible bucket through django-storages) or the dotted path of another backend.
+# NOTE: no credential setting on purpose: the S3 backend and serving's reader both take them from
+# boto3's default chain (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, a profile, an instance role).
+PORTICO_BLOB_STORAGE = env.str("PORTICO_BLOB_STORAGE", default="filesystem")
+PORTICO_BLOB_DIR = env.str("PORTICO_BLOB_DIR", default=str(VAR_DIR / "blobs"))
+PORTICO_BLOB_S3_BUCKET = env.str("PORTICO_BLOB_S3_BUCKET", default="")
+PORTICO_BLOB_S3_PREFIX = env.str("PORTICO_BLOB_S3_PREFIX", default="blobs")
+# Empty: boto3 decides (AWS_ENDPOINT_URL, else AWS itself; AWS_DEFAULT_REGION).
+PORTICO_BLOB_S3_ENDPOINT_URL = env.str("PORTICO_BLOB_S3_ENDPOINT_URL", default="")
+PORTICO_BLOB_S3_REGION = env.str("PORTICO_BLOB_S3_REGION", default="")
+BLOB_BACKENDS = {
+    "filesystem": "django.core.files.storage.FileSystemStorage",
+    "s3": "storages.backends.s3.S3Storage",
+}
+_blob_backend = BLOB_BACKENDS.get(PORTICO_BLOB_STORAGE, PORTICO_BLOB_STORAGE)
+_blob_options: dict[str, object] = {"location": PORTICO_BLOB_DIR}
+if _blob_backend == BLOB_BACKENDS["s3"]:
+    _blob_options = {
+        "bucket_name": PORTICO_BLOB_S3_BUCKET,
+        "location": PORTICO_BLOB_S3_PREFIX.strip("/"),
+        "endpoint_url": PORTICO_BLOB_S3_ENDPOINT_URL or None,
+        "region_name": PORTICO_BLOB_S3_REGION or None,
+        "default_acl": None,
+        "querystring_auth": False,
+    }
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
-    "blobs": {
-        "BACKEND": env.str(
-            "PORTICO_BLOB_STORAGE", default="django.core.files.storage.FileSystemStorage"
-        ),
-        "OPTIONS": {"location": env.str("PORTICO_BLOB_DIR", default=str(VAR_DIR / "blobs"))},
-    },
+    "blobs": {"BACKEND": _blob_backend, "OPTIONS": _blob_options},
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
 }
 MEDIA_ROOT = VAR_DIR / "media"
@@ -112,6 +156,15 @@ UPLOAD_DIR = VAR_DIR / "uploads"
 FILE_UPLOAD_TEMP_DIR = None
 DATA_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024 * 1024
 PORTICO_MAX_UPLOAD_BYTES = env.int("PORTICO_MAX_UPLOAD_BYTES", default=2 * 1024**3)
+# Request bodies are capped before Django reads them (console.security.body_limit): this much
+# for any request, more only on the two upload routes below.
+PORTICO_MAX_REQUEST_BYTES = env.int("PORTICO_MAX_REQUEST_BYTES", default=10 * 1024 * 1024)
+PORTICO_UPLOAD_CHUNK_MAX_BYTES = env.int("PORTICO_UPLOAD_CHUNK_MAX_BYTES", default=64 * 1024**2)
+# Multipart framing around an archive posted to the API in one piece.
+PORTICO_MULTIPART_OVERHEAD_BYTES = 1024 * 1024
+# What one user may hold in unfinished browser uploads at a time.
+PORTICO_UPLOAD_MAX_OPEN_SESSIONS = env.int("PORTICO_UPLOAD_MAX_OPEN_SESSIONS", default=1000)
+PORTICO_UPLOAD_MAX_OPEN_BYTES = env.int("PORTICO_UPLOAD_MAX_OPEN_BYTES", default=8 * 1024**3)
 
 REDIS_URL = env.str("REDIS_URL", default="")
 
@@ -134,6 +187,23 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_ALWAYS_EAGER = False
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 
+# The cache holds DRF's throttle counts, so it must be one store for every console process: Redis
+# when there is one, else a folder (the embedded default may run several console workers too).
+CACHES = {
+    "default": (
+        {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": REDIS_URL,
+            "KEY_PREFIX": "portico-console",
+        }
+        if REDIS_URL
+        else {
+            "BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
+            "LOCATION": str(VAR_DIR / "cache"),
+        }
+    )
+}
+
 CHANNEL_LAYERS = {
     "default": (
         {
@@ -154,6 +224,17 @@ REST_FRAMEWORK = {
     "EXCEPTION_HANDLER": "console.api.exceptions.api_exception_handler",
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_THROTTLE_CLASSES": [
+        "console.api.throttling.AnonRateThrottle",
+        "console.api.throttling.UserRateThrottle",
+    ],
+    "DEFAULT_THROTTLE_RATES": {
+        "anon": env.str("PORTICO_API_ANON_RATE", default="60/min"),
+        "user": env.str("PORTICO_API_USER_RATE", default="1200/min"),
+    },
+    # NOTE: the client's address is the connection's (uvicorn rewrites it from X-Forwarded-For
+    # only for FORWARDED_ALLOW_IPS); DRF's default would trust any X-Forwarded-For a client sent.
+    "NUM_PROXIES": 0,
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Portico management API",
@@ -170,10 +251,20 @@ PORTICO_VALIDATION_MEMORY_LIMIT_BYTES = env.int(
 # Where the console finds serving replicas' live stats (their heartbeats name the address).
 PORTICO_SERVING_HTTP_URL = env.str("PORTICO_SERVING_HTTP_URL", default="http://127.0.0.1:8000")
 
+# Every log line names the request it belongs to ("-" outside one): the id a 500 shows the user.
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "filters": {"request_id": {"()": "console.security.request_id.RequestIdLogFilter"}},
+    "formatters": {
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s [%(request_id)s]: %(message)s"}
+    },
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            "formatter": "plain",
+            "filters": ["request_id"],
+        }
+    },
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
 }

@@ -1,5 +1,5 @@
-"""Tests: the real PostgreSQL and Redis when DATABASE_URL / REDIS_URL are set (CI), else the
-embedded default."""
+"""Tests: the embedded default (SQLite, filesystem broker) with no variables set, the real
+PostgreSQL and Redis when DATABASE_URL / REDIS_URL are set. CI runs the suite both ways."""
 
 import tempfile
 from pathlib import Path
@@ -8,6 +8,22 @@ from console.settings.base import *  # noqa: F403
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 VAR_DIR = Path(tempfile.mkdtemp(prefix="portico-test-"))
-STORAGES["blobs"]["OPTIONS"]["location"] = str(VAR_DIR / "blobs")  # noqa: F405
+if STORAGES["blobs"]["BACKEND"] == BLOB_BACKENDS["filesystem"]:  # noqa: F405
+    STORAGES["blobs"]["OPTIONS"]["location"] = str(VAR_DIR / "blobs")  # noqa: F405
 UPLOAD_DIR = VAR_DIR / "uploads"
 MEDIA_ROOT = VAR_DIR / "media"
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":  # noqa: F405
+    # NOTE: a file, not Django's in-memory test database: the console, worker and serving
+    # subprocesses that tests start must see the rows the test wrote. pytest-django gives each
+    # xdist worker its own copy (it suffixes the name), and each test process has its own VAR_DIR.
+    DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test.sqlite3")}  # noqa: F405
+SECRET_KEY = "portico-insecure-test-key"
+
+# NOTE: each test process has its own database, so a cache shared between them (Redis) would mix
+# up different users that happen to have the same id; throttle counts stay per process.
+CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+# Generous enough that no test meets them by accident; throttling is tested with its own rates.
+REST_FRAMEWORK = {
+    **REST_FRAMEWORK,  # noqa: F405
+    "DEFAULT_THROTTLE_RATES": {"anon": "100000/min", "user": "100000/min"},
+}

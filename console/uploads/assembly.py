@@ -136,8 +136,9 @@ def suggest_config(
         except OSError:
             shutil.copyfile(sessions[0].data_path, target)
         try:
+            # The devices are the serving replica's to decide, not this suggestion's.
             completed = complete_config(
-                None, model_name=model_name or "model", version_dir=version_dir
+                None, model_name=model_name or "model", version_dir=version_dir, gpu_count=None
             )
         except Exception:  # noqa: BLE001 - a suggestion; validation reports the real problem
             return "", []

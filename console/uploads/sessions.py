@@ -7,7 +7,9 @@ offset the client must resume from.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import fcntl
 import json
 import re
 import shutil
@@ -21,7 +23,6 @@ from django.conf import settings
 SESSION_ID_RE = re.compile(r"^[0-9a-f]{32}$")
 # Sessions nobody finished are removed after this long (checked when a new session opens).
 STALE_SESSION_S = 24 * 3600
-MAX_CHUNK_BYTES = 64 * 1024 * 1024
 
 
 class UploadSessionError(Exception):
@@ -81,13 +82,56 @@ def clean_relative_path(raw: str) -> str:
 
 
 def upload_session_open(*, user_id: int, path: str, size: int) -> UploadSession:
-    """Start receiving one file of ``size`` bytes."""
+    """Start receiving one file of ``size`` bytes, within the user's open-upload allowance."""
     if size < 0 or size > int(settings.PORTICO_MAX_UPLOAD_BYTES):
         limit = int(settings.PORTICO_MAX_UPLOAD_BYTES)
         raise UploadSessionError(
             f"'{path}' is {size} bytes; uploads are limited to {limit} bytes", status=413
         )
     _remove_stale()
+    with _user_lock(user_id):
+        _check_allowance(user_id=user_id, path=path, size=size)
+        return _create(user_id=user_id, path=path, size=size)
+
+
+@contextlib.contextmanager
+def _user_lock(user_id: int) -> Iterator[None]:
+    """One open at a time per user (across console processes), so two cannot both fit."""
+    with (sessions_root() / f".user-{user_id}.lock").open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def _open_sizes(user_id: int) -> list[int]:
+    """Declared sizes of the user's open sessions (one being submitted still counts)."""
+    sizes = []
+    for meta_path in sessions_root().glob("*/meta.json"):
+        with contextlib.suppress(OSError, ValueError, KeyError):
+            meta = json.loads(meta_path.read_text())
+            if meta["user_id"] == user_id:
+                sizes.append(int(meta["size"]))
+    return sizes
+
+
+def _check_allowance(*, user_id: int, path: str, size: int) -> None:
+    sizes = _open_sizes(user_id)
+    max_sessions = int(settings.PORTICO_UPLOAD_MAX_OPEN_SESSIONS)
+    if len(sizes) >= max_sessions:
+        raise UploadSessionError(
+            f"you already have {len(sizes)} unfinished uploads (the limit is {max_sessions}); "
+            f"finish or remove some before adding '{path}'",
+            status=429,
+        )
+    max_bytes = int(settings.PORTICO_UPLOAD_MAX_OPEN_BYTES)
+    if sum(sizes) + size > max_bytes:
+        raise UploadSessionError(
+            f"'{path}' ({size} bytes) would bring your unfinished uploads to "
+            f"{sum(sizes) + size} bytes (the limit is {max_bytes}); finish or remove some first",
+            status=413,
+        )
+
+
+def _create(*, user_id: int, path: str, size: int) -> UploadSession:
     session_id = uuid.uuid4().hex
     folder = sessions_root() / session_id
     folder.mkdir()
@@ -121,11 +165,12 @@ def upload_session_append(session: UploadSession, *, offset: int, chunks: Iterat
             f"expected a chunk at offset {received}, got {offset}", status=409, offset=received
         )
     written = 0
+    max_chunk = int(settings.PORTICO_UPLOAD_CHUNK_MAX_BYTES)
     with session.data_path.open("r+b") as data:
         data.seek(offset)
         for chunk in chunks:
             written += len(chunk)
-            if offset + written > session.size or written > MAX_CHUNK_BYTES:
+            if offset + written > session.size or written > max_chunk:
                 data.truncate(offset)
                 raise UploadSessionError(
                     "chunk runs past the declared file size or the chunk limit", offset=offset

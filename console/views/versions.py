@@ -15,6 +15,7 @@ from console.views.configs import (
     sample_request_text,
     tensors,
 )
+from repository.services.gpu_checks import model_version_gpu_check_record
 from repository.services.live import version_progress_message
 
 FINAL_STATES = ("ready", "failed", "promoted", "retired")
@@ -22,7 +23,7 @@ FINAL_STATES = ("ready", "failed", "promoted", "retired")
 
 @role_required(ROLE_VIEWER)
 def version_detail(request: HttpRequest, name: str, number: int) -> HttpResponse:
-    version = reads.version_get(name=name, number=number)
+    version = model_version_gpu_check_record(version=reads.version_get(name=name, number=number))
     promoted = reads.promoted_version(model=version.model)
     config_text = version.config_text or version.submitted_config_text
     inputs, outputs = tensors(parse_config(config_text))

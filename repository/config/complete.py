@@ -39,9 +39,8 @@ def complete_config(
     *,
     model_name: str,
     version_dir: Path | None,
-    gpu_count: int = 0,
+    gpu_count: int | None = 0,
     auto_complete: bool = True,
-    check_devices: bool = True,
     default_max_batch_size: int = DEFAULT_MAX_BATCH_SIZE,
     python_autocomplete: PythonAutocomplete | None = None,
 ) -> CompletedConfig:
@@ -52,7 +51,8 @@ def complete_config(
     ``python_autocomplete(config, version_dir) -> config`` runs a Python model's own
     ``auto_complete_config`` (serving passes ``serving.backends.python.autocomplete``; this package
     never runs user code itself), so that what it adds is validated and normalised too.
-    Raises ``ConfigError`` with every problem found.
+    ``gpu_count=None``: the devices are not known here, instance groups keep what the user wrote
+    (see ``normalize_config``). Raises ``ConfigError`` with every problem found.
     """
     cfg = parse_config_text(text) if text is not None else mc.ModelConfig()
     if cfg.name and cfg.name != model_name:
@@ -79,7 +79,7 @@ def complete_config(
     problems = config_problems(config)
     if problems:
         raise ConfigError(problems)
-    normalized = normalize_config(config, gpu_count=gpu_count, check_devices=check_devices)
+    normalized = normalize_config(config, gpu_count=gpu_count)
     return CompletedConfig(normalized, result.filled, result.warnings)
 
 

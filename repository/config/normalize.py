@@ -13,23 +13,21 @@ DEFAULT_SEQUENCE_IDLE_US = 1_000_000
 TWO_CPU_INSTANCE_BACKENDS = frozenset({"onnxruntime", "tensorflow"})
 
 
-def normalize_config(
-    cfg: mc.ModelConfig, *, gpu_count: int = 0, check_devices: bool = True
-) -> mc.ModelConfig:
+def normalize_config(cfg: mc.ModelConfig, *, gpu_count: int | None = 0) -> mc.ModelConfig:
     """A normalised copy of ``cfg`` for a machine with ``gpu_count`` GPUs.
 
     Fills the default version policy, instance groups (names, kind, count, gpus), dynamic batching
-    preferred sizes, the sequence idle time and strategy, and the pinned-memory flags. With
-    ``check_devices`` (the default) a GPU group on a machine without the GPUs it names is an error;
-    without it (the registry, which does not know where a version will run) GPU groups are kept as
-    written.
+    preferred sizes, the sequence idle time and strategy, and the pinned-memory flags. A GPU group
+    on a machine without the GPUs it names is an error. ``gpu_count=None`` means the devices are
+    not known here (the registry's validation worker: the replica that loads the version decides):
+    instance groups only get their names, and keep the kind, count and gpus the user wrote.
     """
     out = mc.ModelConfig()
     out.CopyFrom(cfg)
     if not out.HasField("version_policy"):
         out.version_policy.latest.num_versions = 1
     if out.platform != "ensemble":
-        _normalize_instance_groups(out, gpu_count, check_devices)
+        _normalize_instance_groups(out, gpu_count)
         for pinned in ("input_pinned_memory", "output_pinned_memory"):
             if not out.optimization.HasField(pinned):
                 getattr(out.optimization, pinned).enable = True
@@ -45,20 +43,22 @@ def normalize_config(
     return out
 
 
-def _normalize_instance_groups(cfg: mc.ModelConfig, gpu_count: int, check_devices: bool) -> None:
+def _normalize_instance_groups(cfg: mc.ModelConfig, gpu_count: int | None) -> None:
     if len(cfg.instance_group) == 0:
         cfg.instance_group.add(name=cfg.name, kind=Kind.KIND_AUTO)
     problems: list[str] = []
     for index, group in enumerate(cfg.instance_group):
         if not group.name:
             group.name = f"{cfg.name}_{index}"
+        if gpu_count is None:
+            continue
         if group.kind == Kind.KIND_AUTO:
             usable = gpu_count > 0 and all(0 <= gpu < gpu_count for gpu in group.gpus)
             group.kind = Kind.KIND_GPU if usable else Kind.KIND_CPU
         if group.count == 0:
             two = group.kind == Kind.KIND_CPU and cfg.backend in TWO_CPU_INSTANCE_BACKENDS
             group.count = 2 if two else 1
-        if group.kind == Kind.KIND_GPU and check_devices:
+        if group.kind == Kind.KIND_GPU:
             problems += _check_gpus(group, index, gpu_count)
     if problems:
         raise ConfigError(problems)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from tritonclient.grpc import model_config_pb2 as mc
 
+from repository.config.accelerators import accelerator_problems
+
 SUPPORTED_BACKENDS = frozenset({"onnxruntime", "pytorch", "python", "tensorrt"})
 SUPPORTED_PLATFORMS = frozenset(
     {"", "onnxruntime_onnx", "pytorch_libtorch", "libtorch", "tensorrt_plan", "ensemble"}
@@ -63,9 +65,9 @@ def _instance_groups(cfg: mc.ModelConfig) -> list[str]:
         where = f"instance_group[{index}]"
         if group.HasField("rate_limiter"):
             problems.append(f"{where}.rate_limiter: the rate limiter is {NOT_SUPPORTED}")
-        for field in ("secondary_devices", "profile"):
-            if len(getattr(group, field)) > 0:
-                problems.append(f"{where}.{field}: {NOT_SUPPORTED}")
+        if len(group.secondary_devices) > 0:
+            problems.append(f"{where}.secondary_devices: {NOT_SUPPORTED}")
+        problems += _profiles(cfg, group, where)
         if group.passive:
             problems.append(f"{where}.passive: passive instances are {NOT_SUPPORTED}")
         if group.host_policy:
@@ -73,12 +75,23 @@ def _instance_groups(cfg: mc.ModelConfig) -> list[str]:
     return problems
 
 
+def _profiles(cfg: mc.ModelConfig, group: mc.ModelInstanceGroup, where: str) -> list[str]:
+    """TensorRT optimisation profiles: the group's instances run on the first one listed."""
+    if len(group.profile) == 0:
+        return []
+    if not (cfg.backend == "tensorrt" or cfg.platform == "tensorrt_plan"):
+        return [f"{where}.profile: only TensorRT plans have optimisation profiles"]
+    return [
+        f"{where}.profile: '{p}' is not a profile index (a number from 0)"
+        for p in group.profile
+        if not p.isdigit()
+    ]
+
+
 def _optimization(cfg: mc.ModelConfig) -> list[str]:
     opt = cfg.optimization
     problems = []
-    accelerators = opt.execution_accelerators
-    if len(accelerators.gpu_execution_accelerator) or len(accelerators.cpu_execution_accelerator):
-        problems.append(f"optimization.execution_accelerators: {NOT_SUPPORTED}")
+    problems += accelerator_problems(cfg)
     if opt.cuda.graphs or len(opt.cuda.graph_spec) > 0:
         problems.append(f"optimization.cuda.graphs: CUDA graphs are {NOT_SUPPORTED}")
     return problems

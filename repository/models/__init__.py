@@ -1,7 +1,14 @@
 """The registry's tables, split by subdomain and re-exported here."""
 
 from repository.models.audit import Event
-from repository.models.catalog import Blob, Model, ModelVersion, VersionFile, VersionState
+from repository.models.catalog import (
+    Blob,
+    GpuCheck,
+    Model,
+    ModelVersion,
+    VersionFile,
+    VersionState,
+)
 from repository.models.golden import GoldenRequest, GoldenState
 from repository.models.serving import ServingReplica, ServingRevision
 from repository.models.tokens import ApiToken, Role
@@ -12,6 +19,7 @@ __all__ = [
     "Event",
     "GoldenRequest",
     "GoldenState",
+    "GpuCheck",
     "Model",
     "ModelVersion",
     "Role",

@@ -21,6 +21,20 @@ class VersionState(models.TextChoices):
     RETIRED = "retired"
 
 
+class GpuCheck(models.TextChoices):
+    """The GPU part of a version's check, when the worker that validated it had no usable GPU.
+
+    ``pending`` until the first GPU replica to load it has run its warm-up and golden requests
+    there (``passed`` or ``failed``, recorded from that replica's heartbeat); empty when nothing
+    was left to check on a GPU.
+    """
+
+    NOT_NEEDED = "", "not needed"
+    PENDING = "pending", "pending"
+    PASSED = "passed", "passed"
+    FAILED = "failed", "failed"
+
+
 class Model(models.Model):
     """A servable model: its name is the name clients use in the inference API."""
 
@@ -76,6 +90,8 @@ class ModelVersion(models.Model):
     ``config_text`` is the complete config validation produced (auto-completed and normalised);
     ``submitted_config_text`` is what the uploader gave (may be empty). ``validation_steps`` is the
     report, one ``{"name", "status", "message", "duration_ms"}`` per step, updated while it runs.
+    A code-bearing version (``needs_approval``) is approved by an admin who uploaded none of its
+    files (``approved_by``, ``approved_at`` and the files' hashes in ``approved_code``).
     """
 
     model = models.ForeignKey(Model, on_delete=models.PROTECT, related_name="versions")
@@ -96,12 +112,20 @@ class ModelVersion(models.Model):
         related_name="approved_versions",
     )
     approved_at = models.DateTimeField(null=True, blank=True)
+    # The sha256 of every file the approver approved: {"files": {path: sha256}, "model_files":
+    # {...}}. A version whose files no longer match may not be promoted or served.
+    approved_code = models.JSONField(default=dict, blank=True)
     uploaded_by = models.ForeignKey(
         settings.AUTH_USER_MODEL,
         null=True,
         blank=True,
         on_delete=models.SET_NULL,
         related_name="uploaded_versions",
+    )
+    # Who uploaded the files of this version: its uploader, or for a config change the code's
+    # uploaders carried over from the version it was derived from. None of them may approve it.
+    code_uploaders = models.ManyToManyField(
+        settings.AUTH_USER_MODEL, blank=True, related_name="code_uploaded_versions"
     )
     created_at = models.DateTimeField(auto_now_add=True)
     size = models.BigIntegerField(default=0)
@@ -110,6 +134,13 @@ class ModelVersion(models.Model):
     validation_started_at = models.DateTimeField(null=True, blank=True)
     validated_at = models.DateTimeField(null=True, blank=True)
     promoted_at = models.DateTimeField(null=True, blank=True)
+    gpu_check = models.CharField(
+        max_length=8, choices=GpuCheck.choices, blank=True, default=GpuCheck.NOT_NEEDED
+    )
+    # Why the check is pending (the validating worker's devices), then the replica's outcome.
+    gpu_check_message = models.TextField(blank=True, default="")
+    gpu_checked_by = models.CharField(max_length=128, blank=True, default="")
+    gpu_checked_at = models.DateTimeField(null=True, blank=True)
     # Set by import_repository: promote once validation passes, if still the highest version.
     promote_when_ready = models.BooleanField(default=False)
     # The version this one replaced when it was last promoted by hand: rollback walks this chain.
@@ -132,6 +163,9 @@ class ModelVersion(models.Model):
             models.CheckConstraint(
                 condition=models.Q(state__in=VersionState.values), name="version_state_valid"
             ),
+            models.CheckConstraint(
+                condition=models.Q(gpu_check__in=GpuCheck.values), name="version_gpu_check_valid"
+            ),
         ]
         indexes = [models.Index(fields=["state"], name="version_state_idx")]
 
@@ -140,7 +174,7 @@ class ModelVersion(models.Model):
 
     @property
     def approved(self) -> bool:
-        # approved_by is empty for versions an operator imported with import_repository (trusted).
+        # approved_by is empty only for Portico's own demo code, approved as shipped.
         return self.approved_at is not None
 
     @property

@@ -51,11 +51,12 @@ def model_get(*, name: str) -> Model:
 
 
 def model_version_list(*, model: Model) -> QuerySet[ModelVersion]:
-    """A model's versions, newest first, with their users, files and the version each replaced."""
+    """A model's versions, newest first, with their users, files, code uploaders and the
+    version each replaced."""
     return (
         ModelVersion.objects.filter(model=model)
         .select_related("model", "approved_by", "uploaded_by", "previous_promoted")
-        .prefetch_related("files__blob")
+        .prefetch_related("files__blob", "code_uploaders")
         .order_by("-number")
     )
 

@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from repository.models import ModelVersion, Role, VersionState
+from repository.selectors.approvals import user_may_approve
 from repository.selectors.roles import role_rank, user_role
 
 PROMOTABLE_STATES = (VersionState.READY, VersionState.RETIRED)
@@ -47,6 +48,6 @@ def _allowed(version: ModelVersion, user: Any, *, deployer: bool, admin: bool) -
         "approve": admin
         and awaits_approval
         and version.state in APPROVABLE_STATES
-        and version.uploaded_by_id != user.pk,
+        and user_may_approve(version=version, user=user),
         "awaits_approval": awaits_approval,
     }

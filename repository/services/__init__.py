@@ -1,17 +1,15 @@
 """The registry's writes (HackSoft-style services): keyword-only, typed, transactional. Each state
 move checks the current state and raises a named error from ``repository.errors``."""
 
+from repository.services.approvals import model_version_approve, model_version_approve_demo
 from repository.services.events import event_record
 from repository.services.golden import (
     golden_request_delete,
     golden_request_record,
     golden_request_record_run,
 )
-from repository.services.promotion import (
-    model_rollback,
-    model_version_approve,
-    model_version_promote,
-)
+from repository.services.gpu_checks import gpu_checks_record, model_version_gpu_check_record
+from repository.services.promotion import model_rollback, model_version_promote
 from repository.services.replicas import replica_heartbeat
 from repository.services.revision import (
     REVISION_CHANNEL,
@@ -52,16 +50,19 @@ __all__ = [
     "api_tokens_mark_used",
     "event_record",
     "golden_request_delete",
+    "gpu_checks_record",
     "golden_request_record",
     "golden_request_record_run",
     "model_name_check",
     "model_rollback",
     "model_version_approve",
+    "model_version_approve_demo",
     "model_version_create_from_staged",
     "model_version_create_from_upload",
     "model_version_create_with_config",
     "model_version_promote",
     "model_version_revalidate",
+    "model_version_gpu_check_record",
     "model_version_validate",
     "model_versions_requeue_stale",
     "replica_heartbeat",

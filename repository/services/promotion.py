@@ -1,4 +1,5 @@
-"""Moving versions into and out of service: promote, roll back, approve."""
+"""Moving versions into and out of service: promote, roll back. Approving is
+``repository.services.approvals``."""
 
 from __future__ import annotations
 
@@ -8,33 +9,30 @@ from django.db import transaction
 from django.utils import timezone
 
 from repository.errors import (
-    ApprovalNotNeededError,
     ApprovalRequiredError,
-    InvalidStateError,
+    ApprovedCodeChangedError,
     NothingToRollBackError,
-    SelfApprovalError,
 )
-from repository.models import Event, Model, ModelVersion, Role, VersionState
-from repository.selectors.lifecycle import (
-    APPROVABLE_STATES,
-    PROMOTABLE_STATES,
-    model_rollback_target,
-)
+from repository.models import Event, Model, ModelVersion, VersionState
+from repository.selectors.approvals import model_version_code_changes
+from repository.selectors.lifecycle import PROMOTABLE_STATES, model_rollback_target
 from repository.services.events import event_record
+from repository.services.moves import version_lock, version_require_state
 from repository.services.revision import serving_revision_bump
-from repository.services.roles import user_role_require
 
 
 def model_version_promote(*, version: ModelVersion, actor: Any) -> ModelVersion:
     """Make ``version`` the one served by default; the previously promoted one becomes retired.
 
-    Allowed from ready or retired. A version carrying Python code must be approved first.
+    Allowed from ready or retired. A version carrying Python code must be approved first, and
+    its files must still be the ones approved.
     """
     with transaction.atomic():
-        model, version = _lock(version)
-        _require_state(version, PROMOTABLE_STATES, action="promote")
+        model, version = version_lock(version)
+        version_require_state(version, PROMOTABLE_STATES, action="promote")
         if version.needs_approval and not version.approved:
             raise ApprovalRequiredError(model.name, version.number)
+        _require_approved_code(version)
         current = _promoted(model)
         if current is not None:
             _retire(current)
@@ -67,6 +65,8 @@ def model_rollback(*, model: Model, actor: Any, from_version: int | None = None)
         if current is None or target is None:
             raise NothingToRollBackError(model.name, current.number if current else None)
         target = ModelVersion.objects.select_for_update().get(pk=target.pk)
+        target.model = model
+        _require_approved_code(target)
         _retire(current)
         # NOTE: previous_promoted of the target is kept, so the next rollback goes further back.
         _promote(target)
@@ -81,48 +81,10 @@ def model_rollback(*, model: Model, actor: Any, from_version: int | None = None)
     return target
 
 
-def model_version_approve(*, version: ModelVersion, actor: Any) -> ModelVersion:
-    """Approve a code-bearing version: by an admin who is not its uploader."""
-    user_role_require(user=actor, role=Role.ADMIN, action="approve")
-    with transaction.atomic():
-        model, version = _lock(version)
-        if not version.needs_approval:
-            raise ApprovalNotNeededError(model.name, version.number)
-        _require_state(version, APPROVABLE_STATES, action="approve")
-        if version.uploaded_by_id is not None and version.uploaded_by_id == actor.pk:
-            raise SelfApprovalError(model.name, version.number, actor.get_username())
-        if version.approved:
-            return version
-        version.approved_by = actor
-        version.approved_at = timezone.now()
-        version.save(update_fields=["approved_by", "approved_at"])
-        event_record(
-            actor=actor, action=Event.Action.APPROVE, model=model, to_version=version.number
-        )
-        # Approval makes a ready code-bearing version loadable by serving.
-        serving_revision_bump()
-    return version
-
-
-def _lock(version: ModelVersion) -> tuple[Model, ModelVersion]:
-    # NOTE: lock order is model row, then version rows, in every service.
-    model = Model.objects.select_for_update().get(pk=version.model_id)
-    fresh = ModelVersion.objects.select_for_update().get(pk=version.pk)
-    fresh.model = model
-    return model, fresh
-
-
-def _require_state(
-    version: ModelVersion, allowed: tuple[VersionState, ...], *, action: str
-) -> None:
-    if version.state not in allowed:
-        raise InvalidStateError(
-            version.model.name,
-            version.number,
-            state=version.state,
-            action=action,
-            allowed=[s.value for s in allowed],
-        )
+def _require_approved_code(version: ModelVersion) -> None:
+    changed = model_version_code_changes(version=version)
+    if changed:
+        raise ApprovedCodeChangedError(version.model.name, version.number, changed)
 
 
 def _promoted(model: Model) -> ModelVersion | None:

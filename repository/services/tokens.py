@@ -17,7 +17,12 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from repository.errors import TokenInvalidError, TokenOutranksUserError, TokenSettingsError
+from repository.errors import (
+    TokenForAnotherUserError,
+    TokenInvalidError,
+    TokenOutranksUserError,
+    TokenSettingsError,
+)
 from repository.models import ApiToken, Event, Role
 from repository.models.tokens import EVERY_MODEL
 from repository.selectors.roles import role_rank, user_role
@@ -29,6 +34,11 @@ DEFAULT_EXPIRY_DAYS = 90
 MAX_EXPIRY_DAYS = 3650
 # Updating last_used on every request would turn each read into a write; once a minute is plenty.
 LAST_USED_RESOLUTION = timedelta(seconds=60)
+# The roles a token may carry when someone else creates it for a user: only reading.
+ROLES_FOR_ANOTHER_USER = frozenset({Role.VIEWER.value})
+# An admin may also give an application account an invoker token: it only calls inference on the
+# models it names and carries no console rights, so nobody can act or approve with it.
+ROLES_AN_ADMIN_GIVES_ANOTHER_USER = ROLES_FOR_ANOTHER_USER | {Role.INVOKER.value}
 
 
 def api_token_hash(key: str) -> str:
@@ -53,6 +63,11 @@ def api_token_create(
     not claim more than they can do. An invoker token needs no console role: it names the models
     it may call (``*`` for every one). Scope, quotas and expiry are checked together
     (TokenSettingsError lists every problem).
+
+    An ``actor`` other than ``user`` may only create viewer tokens for them, or invoker tokens
+    when the actor is an admin (TokenForAnotherUserError): whoever holds a deployer or admin
+    token acts as its user, and could approve code in their name. ``actor`` None is the user
+    themself.
     """
     role = Role(role).value
     names = _check_settings(role, models, expires_days, rate_limit_rps, max_concurrency)
@@ -60,6 +75,7 @@ def api_token_create(
         held = user_role(user)
         if held is None or role_rank(held) < role_rank(role):
             raise TokenOutranksUserError(user.get_username(), held, role)
+    _require_own_or_allowed(actor=actor, user=user, role=role)
     key = secrets.token_urlsafe(32)
     with transaction.atomic():
         token = ApiToken.objects.create(
@@ -109,6 +125,20 @@ def _check_settings(
     if problems:
         raise TokenSettingsError(problems)
     return names
+
+
+def _require_own_or_allowed(*, actor: Any, user: Any, role: str) -> None:
+    if actor is None or actor.pk == user.pk:
+        return
+    allowed = (
+        ROLES_AN_ADMIN_GIVES_ANOTHER_USER
+        if user_role(actor) == Role.ADMIN
+        else ROLES_FOR_ANOTHER_USER
+    )
+    if role not in allowed:
+        raise TokenForAnotherUserError(
+            actor.get_username(), user.get_username(), role, sorted(allowed)
+        )
 
 
 def api_token_revoke(*, token: ApiToken, actor: Any) -> ApiToken:

@@ -114,6 +114,8 @@ def model_version_create_from_staged(
         VersionFile.objects.bulk_create(
             VersionFile(version=version, path=p, blob=b, model_level=m) for p, b, m in stored
         )
+        if version.uploaded_by is not None:
+            version.code_uploaders.add(version.uploaded_by)
         event_record(
             actor=uploaded_by,
             action=Event.Action.IMPORT if source == "import" else Event.Action.UPLOAD,
@@ -129,7 +131,11 @@ def model_version_create_from_staged(
 def model_version_create_with_config(
     *, version: ModelVersion, config_text: str, uploaded_by: Any
 ) -> ModelVersion:
-    """A config change: a new version with ``config_text`` that reuses ``version``'s blobs."""
+    """A config change: a new version with ``config_text`` that reuses ``version``'s blobs.
+
+    Its uploader is the config's author; the code's uploaders carry over from ``version``, so
+    none of them can approve the copy of code they uploaded (nor can the config's author).
+    """
     with transaction.atomic():
         model = Model.objects.select_for_update().get(pk=version.model_id)
         new = ModelVersion.objects.create(
@@ -145,6 +151,7 @@ def model_version_create_with_config(
             VersionFile(version=new, path=f.path, blob_id=f.blob_id, model_level=f.model_level)
             for f in version.files.all()
         )
+        new.code_uploaders.set(version.code_uploaders.all())
         event_record(
             actor=uploaded_by,
             action=Event.Action.UPLOAD,

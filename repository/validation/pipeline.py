@@ -16,7 +16,14 @@ from django.db import transaction
 from django.utils import timezone
 
 from repository.errors import BlobIntegrityError, RegistryError
-from repository.models import Event, GoldenRequest, GoldenState, ModelVersion, VersionState
+from repository.models import (
+    Event,
+    GoldenRequest,
+    GoldenState,
+    GpuCheck,
+    ModelVersion,
+    VersionState,
+)
 from repository.services.events import event_record
 from repository.services.live import version_progress_publish
 from repository.services.revision import serving_revision_bump
@@ -52,6 +59,7 @@ class Verdict:
     autocompleted_fields: list[str] = dataclasses.field(default_factory=list)
     error: str = ""
     golden: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    gpu_check_pending: str = ""  # why a GPU replica must still check it; "" when nothing is left
 
 
 def validation_stale_after() -> timedelta:
@@ -186,6 +194,7 @@ def _run_check(
         config_text=str(report.get("config_text") or ""),
         autocompleted_fields=[str(f) for f in report.get("autocompleted_fields") or []],
         golden=_golden(report),
+        gpu_check_pending=str(report.get("gpu_check_pending") or ""),
     )
 
 
@@ -295,6 +304,10 @@ def _apply(version: ModelVersion, recorder: StepRecorder, verdict: Verdict) -> N
         version.backend = _backend_of(verdict.config_text)
         version.needs_approval = version.needs_approval or version.backend == "python"
         fields += ["config_text", "autocompleted_fields", "backend", "needs_approval"]
+        pending = verdict.gpu_check_pending
+        version.gpu_check = GpuCheck.PENDING if pending else GpuCheck.NOT_NEEDED
+        version.gpu_check_message = pending
+        fields += ["gpu_check", "gpu_check_message"]
         _model_backend_update(version)
     version.save(update_fields=fields)
 

@@ -16,19 +16,21 @@ from collections.abc import Sequence
 
 from serving.core.model_spec import ModelSpec
 from serving.core.types import InferRequest, InferResponse
-from serving.errors import BackendContractError, ServingError
+from serving.errors import BackendContractError, ServingError, UnavailableError
 
 ExecuteResult = InferResponse | ServingError
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class InstancePlacement:
-    """Where one instance runs: its group's name, the kind it resolved to and the device id."""
+    """Where one instance runs: its group's name, the kind it resolved to, the device id and (for
+    TensorRT plans) the optimisation profile its group names first."""
 
     name: str
     kind: str  # "KIND_CPU" or "KIND_GPU" (KIND_AUTO is resolved before instances are made)
     device_id: int = 0
     intra_op_threads: int = 1
+    profile: int = 0
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -58,6 +60,26 @@ class ModelInstance(abc.ABC):
     @abc.abstractmethod
     def unload(self) -> None:
         """Release everything ``load`` took."""
+
+    @classmethod
+    def gpu_unusable_reason(cls) -> str | None:
+        """Why this backend's runtime cannot run on a GPU that exists (e.g. a build without
+        CUDA); None when it can, or when the backend leaves the device to the model (Python)."""
+        return None
+
+    def require_usable_gpu(self) -> None:
+        """Fail the load of a GPU placement whose runtime cannot use a GPU.
+
+        NOTE: never a silent CPU fallback: a KIND_GPU version that cannot have its GPU is
+        UNAVAILABLE with this reason.
+        """
+        reason = self.gpu_unusable_reason()
+        if reason is not None:
+            raise UnavailableError(
+                f"failed to load model '{self.spec.name}' version {self.spec.version}: "
+                f"instance '{self.placement.name}' is placed on GPU "
+                f"{self.placement.device_id} but {reason}"
+            )
 
     def is_healthy(self) -> bool:
         """False when the instance can no longer execute (e.g. its process died)."""

@@ -1,7 +1,8 @@
 """ONNX Runtime backend (``onnxruntime_onnx``).
 
-Runs on the CPU execution provider; on a GPU placement with a GPU present it adds the CUDA provider
-(and TensorRT's, when the config asks for it in ``optimization.execution_accelerators``). Sessions
+Runs on the CPU execution provider; a GPU placement runs on the CUDA provider (and TensorRT's, when
+the config asks for it in ``optimization.execution_accelerators``, see ``ort_providers``), and
+fails to load, never falls back to the CPU, where the runtime has no CUDA. Sessions
 are sized by the instance's placement (intra-op threads) and config ``parameters``:
 ``intra_op_thread_count``, ``inter_op_thread_count``, ``enable_mem_arena`` and
 ``graph_optimization_level`` (same meaning as ``optimization.graph.level``: -1 basic, 1 extended,
@@ -16,12 +17,15 @@ from typing import Any
 import numpy as np
 import onnxruntime as ort
 
-from serving.backends.artifacts import model_file
+from repository.config.accelerators import CUDA_PROVIDER, provider_options
+from serving.backends.artifacts import engine_cache_dir, model_file
 from serving.backends.base import ExecuteResult, ModelInstance, TensorInfo
 from serving.backends.batching import BatchExecutor
 from serving.backends.registry import int_parameter, parameter
 from serving.core.types import InferRequest
 from serving.errors import InvalidArgumentError, UnavailableError
+
+CPU_PROVIDER = "CPUExecutionProvider"
 
 ORT_TO_WIRE = {
     "tensor(bool)": "BOOL",
@@ -68,13 +72,22 @@ class OnnxRuntimeInstance(ModelInstance):
         self._string_outputs = frozenset(
             o.name for o in self._session.get_outputs() if o.type == "tensor(string)"
         )
-        self._cpu_only = self._session.get_providers() == ["CPUExecutionProvider"]
+        self._cpu_only = self._session.get_providers() == [CPU_PROVIDER]
         self._executor = BatchExecutor(
             self.spec.config, model_version=self.spec.version, run=self._run
         )
 
     def execute(self, requests: Sequence[InferRequest]) -> list[ExecuteResult]:
         return self._executor(requests)
+
+    @classmethod
+    def gpu_unusable_reason(cls) -> str | None:
+        if CUDA_PROVIDER in ort.get_available_providers():
+            return None
+        return (
+            f"onnxruntime {ort.__version__} has no {CUDA_PROVIDER} "
+            "(the CPU build is installed; install the GPU requirements)"
+        )
 
     def can_run_inline(self) -> bool:
         # A GPU session waits on the device; only the CPU provider's cost follows the inputs.
@@ -134,19 +147,21 @@ class OnnxRuntimeInstance(ModelInstance):
         options.log_severity_level = 3
         return options
 
-    def _providers(self) -> list[Any]:
-        available = ort.get_available_providers()
-        if self.placement.kind != "KIND_GPU" or "CUDAExecutionProvider" not in available:
-            return ["CPUExecutionProvider"]
-        device = {"device_id": self.placement.device_id}
-        providers: list[Any] = []
-        accelerators = self.spec.config.optimization.execution_accelerators
-        wants_trt = any(a.name == "tensorrt" for a in accelerators.gpu_execution_accelerator)
-        if wants_trt and "TensorrtExecutionProvider" in available:
-            providers.append(("TensorrtExecutionProvider", device))
-        providers.append(("CUDAExecutionProvider", device))
-        providers.append("CPUExecutionProvider")
-        return providers
+    def _providers(self) -> list[str | tuple[str, dict[str, str]]]:
+        if self.placement.kind != "KIND_GPU":
+            return [CPU_PROVIDER]
+        self.require_usable_gpu()
+        cache_dir = engine_cache_dir(self.spec)
+        providers = provider_options(
+            self.spec.config, device_id=self.placement.device_id, cache_dir=cache_dir
+        )
+        missing = [p for p, _ in providers if p not in ort.get_available_providers()]
+        if missing:
+            raise UnavailableError(
+                f"failed to load model '{self.spec.name}' version {self.spec.version}: "
+                f"onnxruntime {ort.__version__} lacks {', '.join(missing)}"
+            )
+        return [*providers, CPU_PROVIDER]
 
 
 def _tensor_info(value: Any) -> TensorInfo:

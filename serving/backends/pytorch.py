@@ -4,8 +4,8 @@ Triton's naming convention applies: inputs named ``<name>__<i>`` are passed posi
 (otherwise in config order), outputs named ``<name>__<i>`` are taken from the ``i``-th returned
 tensor (otherwise in config order). torch is imported only when a PyTorch model loads. The intra-op
 thread count (``torch.set_num_threads``) is set in the thread that executes, from the placement or
-the ``INTRA_OP_THREAD_COUNT`` parameter; GPU placements run on ``cuda:<device_id>`` when CUDA
-exists.
+the ``INTRA_OP_THREAD_COUNT`` parameter; GPU placements run on ``cuda:<device_id>``, and fail to
+load where torch has no CUDA (never a silent CPU fallback).
 """
 
 from __future__ import annotations
@@ -113,10 +113,22 @@ class TorchScriptInstance(ModelInstance):
             produced[declared.name] = values[position].detach().cpu().numpy()
         return produced
 
+    @classmethod
+    def gpu_unusable_reason(cls) -> str | None:
+        try:
+            import torch
+        except ImportError as error:
+            return f"torch cannot be imported ({error})"
+        if torch.cuda.is_available():
+            return None
+        build = "a CPU-only build" if torch.version.cuda is None else "no usable CUDA device"
+        return f"torch {torch.__version__} has {build} (torch.cuda.is_available() is False)"
+
     def _pick_device(self, torch: Any) -> Any:
-        if self.placement.kind == "KIND_GPU" and torch.cuda.is_available():
-            return torch.device(f"cuda:{self.placement.device_id}")
-        return torch.device("cpu")
+        if self.placement.kind != "KIND_GPU":
+            return torch.device("cpu")
+        self.require_usable_gpu()
+        return torch.device(f"cuda:{self.placement.device_id}")
 
 
 def _writable_contiguous(array: np.ndarray) -> np.ndarray:

@@ -100,26 +100,31 @@ def plan_placements(
     config: model_config_pb2.ModelConfig, *, cpu_count: int, gpu_count: int
 ) -> list[InstancePlacement]:
     """Where each instance of a version runs, with its intra-op thread count."""
-    slots: list[tuple[str, str, int]] = []
+    slots: list[tuple[str, str, int, int]] = []
     for index, group in enumerate(_groups(config)):
         name = group.name or f"{config.name}_{index}"
         kind = _resolve_kind(group, gpu_count)
         count = group.count if group.count > 0 else 1
+        profile = int(group.profile[0]) if group.profile and group.profile[0].isdigit() else 0
         devices: Iterable[int] = [0]
         if kind == "KIND_GPU":
             devices = list(group.gpus) or list(range(max(gpu_count, 1)))
         for device in devices:
-            slots.extend((name, kind, device) for _ in range(count))
+            slots.extend((name, kind, device, profile) for _ in range(count))
     threads = intra_op_threads(config, cpu_count=cpu_count, instance_count=len(slots))
     per_group: dict[str, int] = {}
     placements = []
-    for name, kind, device in slots:
+    for name, kind, device, profile in slots:
         ordinal = per_group.get(name, 0)
         per_group[name] = ordinal + 1
         placements.append(
             InstancePlacement(
-                name=f"{name}_{ordinal}", kind=kind, device_id=device, intra_op_threads=threads
-            )
+                name=f"{name}_{ordinal}",
+                kind=kind,
+                device_id=device,
+                intra_op_threads=threads,
+                profile=profile,
+            )  # fmt: skip
         )
     return placements
 
@@ -165,22 +170,6 @@ def unload_quietly(instance: ModelInstance) -> None:
         instance.unload()
     except Exception:  # noqa: BLE001
         logger.exception("unloading instance %s failed", instance.placement)
-
-
-def gpu_count() -> int:
-    """GPUs visible to this process (NVML when installed; 0 otherwise)."""
-    try:
-        import pynvml
-    except ImportError:
-        return 0
-    try:
-        pynvml.nvmlInit()
-        try:
-            return int(pynvml.nvmlDeviceGetCount())
-        finally:
-            pynvml.nvmlShutdown()
-    except Exception:  # noqa: BLE001 - no driver means no GPU
-        return 0
 
 
 def _groups(config: model_config_pb2.ModelConfig) -> list[model_config_pb2.ModelInstanceGroup]:

@@ -17,6 +17,10 @@ from serving.errors import InvalidArgumentError
 
 NumpyArray = np.ndarray[Any, Any]
 
+# BYTES elements one request may carry, over all its inputs: each becomes a Python object, so 64 MiB
+# of 4-byte empty elements would otherwise be 16 M objects.
+MAX_BYTES_ELEMENTS = 1 << 20
+
 NUMPY_BY_WIRE: dict[str, np.dtype[Any]] = {
     "BOOL": np.dtype(np.bool_),
     "UINT8": np.dtype(np.uint8),
@@ -70,6 +74,23 @@ def element_count(shape: list[int] | tuple[int, ...]) -> int:
     return count
 
 
+def add_bytes_elements(total: int, shape: list[Any], *, model_name: str) -> int:
+    """``total`` plus a BYTES input's element count; INVALID_ARG once past ``MAX_BYTES_ELEMENTS``.
+
+    Called with the declared shape before the elements are decoded. A malformed shape is left to
+    the decoder, which refuses it with its own message.
+    """
+    if not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape):
+        return total
+    total += element_count(shape)
+    if total > MAX_BYTES_ELEMENTS:
+        raise InvalidArgumentError(
+            f"request for model '{model_name}' has {total} BYTES elements, more than the "
+            f"{MAX_BYTES_ELEMENTS} a request may carry"
+        )
+    return total
+
+
 def tensor_from_bytes(
     raw: bytes | memoryview, datatype: str, shape: list[int], *, name: str, model_name: str
 ) -> NumpyArray:
@@ -98,6 +119,11 @@ def bytes_tensor_from_raw(
     items: list[bytes] = []
     offset, end = 0, len(view)
     while offset < end:
+        if len(items) == count:  # NOTE: before building more objects than the shape allows
+            raise InvalidArgumentError(
+                f"unexpected number of string elements for inference input '{name}' of model "
+                f"'{model_name}': more than the {count} its shape declares"
+            )
         if offset + 4 > end:
             raise InvalidArgumentError(
                 f"unexpected end of BYTES data for input '{name}' of model '{model_name}'"

@@ -14,7 +14,8 @@ class ModelSpec:
 
     ``version_dir`` holds the version's files (``1/model.onnx``); ``model_dir`` is the model's
     folder (label files, ``warmup/``). ``config`` is complete: validated, auto-completed and
-    normalised.
+    normalised. ``cache_dir`` is a writable folder of the replica's own for what a runtime
+    derives from the version (TensorRT engines); None: a private temporary folder.
     """
 
     name: str
@@ -22,3 +23,4 @@ class ModelSpec:
     config: model_config_pb2.ModelConfig
     model_dir: Path
     version_dir: Path
+    cache_dir: Path | None = None

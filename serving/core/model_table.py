@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from typing import Any
 
 from serving.backends.base import ModelInstance
@@ -42,6 +43,7 @@ class LoadedVersion:
         "_idle",
         "loaded_at",
         "config_json",
+        "gate",
     )
 
     def __init__(self, spec: ModelSpec, fingerprint: str = "") -> None:
@@ -51,6 +53,7 @@ class LoadedVersion:
         self.fingerprint = fingerprint
         self.state = LOADING
         self.reason = ""
+        self.gate: Callable[[ModelSpec, list[ModelInstance]], None] | None = None
         self.scheduler: Scheduler | None = None
         self.statistics = ModelStatistics(spec.name, spec.version)
         self.instances: list[ModelInstance] = []

@@ -29,6 +29,7 @@ from serving.core.loading import (
     load_error,
     unload_instances,
 )
+from serving.core.model_names import check_model_name
 from serving.core.model_spec import ModelSpec
 from serving.core.model_table import (
     LOADING,
@@ -50,6 +51,7 @@ from serving.errors import (
     UnavailableError,
     UnsupportedError,
 )
+from serving.incidents import report_incident
 from serving.settings import ServingSettings
 
 logger = logging.getLogger("serving.core")
@@ -88,6 +90,9 @@ class VersionPlan:
     spec: ModelSpec
     fingerprint: str = ""
     error: str = ""  # the source already knows it cannot load (e.g. a corrupt artifact)
+    # Run on the warm instances before the version takes traffic (off the loop); raising keeps
+    # it UNAVAILABLE with the error's message. The registry's pending GPU checks use it.
+    gate: WarmupFn | None = None
 
 
 class InferenceServer:
@@ -145,6 +150,7 @@ class InferenceServer:
     def entry(self, name: str) -> ModelEntry:
         entry = self.models.get(name)
         if entry is None:
+            check_model_name(name)  # NOTE: only on a miss: a served name is always a valid one
             raise InvalidArgumentError(f"Request for unknown model: '{name}' is not found")
         return entry
 
@@ -399,10 +405,12 @@ class InferenceServer:
     async def repository_load(
         self, name: str, *, config_json: str | None = None, files: dict[str, bytes] | None = None
     ) -> None:
+        check_model_name(name)
         control = self._require_explicit()
         await control.load_model(name, config_json=config_json, files=files or {})
 
     async def repository_unload(self, name: str, *, unload_dependents: bool = False) -> None:
+        check_model_name(name)
         control = self._require_explicit()
         await control.unload_model(name, unload_dependents=unload_dependents)
 
@@ -431,7 +439,7 @@ class InferenceServer:
             fresh = [p for p in plans if not self._unchanged(entry, p)]
             for plan in fresh:
                 lv = LoadedVersion(plan.spec, plan.fingerprint)
-                lv.reason = plan.error
+                lv.reason, lv.gate = plan.error, plan.gate
                 entry.loading[plan.spec.version] = lv
             new = [entry.loading[p.spec.version] for p in fresh]
             errors = await asyncio.gather(*(self._load(lv) for lv in new))
@@ -554,6 +562,8 @@ class InferenceServer:
             lv.instances = await run_blocking(self._instance_factory, lv.spec)
             if self._warmup is not None:
                 await run_blocking(self._warmup, lv.spec, lv.instances)
+            if lv.gate is not None:
+                await run_blocking(lv.gate, lv.spec, lv.instances)
             scheduler = self._scheduler_factory(
                 spec=lv.spec, instances=lv.instances, statistics=lv.statistics, server=self
             )
@@ -604,7 +614,7 @@ def _end_failed_stream(run: asyncio.Future[InferResponse], stream: ResponseStrea
     if error is None:
         return  # executed: the model ends the stream itself with its final response
     if not isinstance(error, ServingError):
-        error = InternalError(f"{type(error).__name__}: {error}")
+        error = report_incident(error, logger=logger, where="in a streamed request")
     stream.put(error, final=True)
 
 

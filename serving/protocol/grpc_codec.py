@@ -14,6 +14,7 @@ from tritonclient.grpc import service_pb2
 from serving.core.datatypes import (
     NUMPY_BY_WIRE,
     NumpyArray,
+    add_bytes_elements,
     element_count,
     tensor_from_bytes,
     tensor_to_bytes,
@@ -69,10 +70,13 @@ def decode_infer_request(message: service_pb2.ModelInferRequest) -> InferRequest
             f"expected {len(message.inputs)} raw input contents but got {len(raw)} for model "
             f"'{model_name}'"
         )
+    bytes_elements = 0
     for index, tensor in enumerate(message.inputs):
         shape = list(tensor.shape)
         if any(dim < 0 for dim in shape):
             raise InvalidArgumentError(f"input '{tensor.name}' has a negative dimension")
+        if tensor.datatype == "BYTES":
+            bytes_elements = add_bytes_elements(bytes_elements, shape, model_name=model_name)
         if tensor.datatype not in NUMPY_BY_WIRE:
             raise InvalidArgumentError(
                 f"invalid datatype '{tensor.datatype}' for input '{tensor.name}'"

@@ -14,6 +14,7 @@ import orjson
 from serving.core.datatypes import (
     NUMPY_BY_WIRE,
     NumpyArray,
+    add_bytes_elements,
     element_count,
     tensor_from_bytes,
     tensor_to_bytes,
@@ -59,8 +60,12 @@ def decode_infer_request(
         if not isinstance(parameters, dict):
             raise InvalidArgumentError("'parameters' must be an object")
         apply_request_parameters(request, parameters)
-    offset = 0
+    offset = bytes_elements = 0
     for item in inputs_json:
+        if isinstance(item, dict) and item.get("datatype") == "BYTES":
+            shape = item.get("shape")
+            if isinstance(shape, list):
+                bytes_elements = add_bytes_elements(bytes_elements, shape, model_name=model_name)
         name, array, offset = _decode_input(item, binary, offset, model_name)
         if name in request.inputs:
             raise InvalidArgumentError(f"input '{name}' already exists in request")

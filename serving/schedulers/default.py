@@ -9,7 +9,9 @@ from serving.backends.base import ModelInstance
 from serving.core.model_spec import ModelSpec
 from serving.core.statistics import ModelStatistics
 from serving.core.types import InferRequest, InferResponse
+from serving.errors import UnavailableError
 from serving.schedulers.pending import Pending
+from serving.schedulers.queue_bounds import QUEUE_FULL_MESSAGE, default_max_queue_size
 from serving.schedulers.queued import QueuedScheduler
 
 
@@ -17,7 +19,8 @@ class DefaultScheduler(QueuedScheduler):
     """Every instance takes the oldest queued request when it frees up (PROTOCOL.md §5.5).
 
     ``priority`` and ``timeout`` have no effect here, as in Triton. A cheap request that finds the
-    queue empty and an instance idle runs at once, without the queue (``_run_now``).
+    queue empty and an instance idle runs at once, without the queue (``_run_now``). The queue
+    holds at most ``default_max_queue_size(max_batch_size)`` requests (unbounded in Triton).
     """
 
     def __init__(
@@ -29,6 +32,7 @@ class DefaultScheduler(QueuedScheduler):
     ) -> None:
         super().__init__(spec=spec, instances=instances, statistics=statistics)
         self._queue: deque[Pending] = deque()
+        self.max_queue_size = default_max_queue_size(self.max_batch_size)
 
     async def infer(self, request: InferRequest) -> InferResponse:
         response = self._run_now(request)
@@ -41,6 +45,8 @@ class DefaultScheduler(QueuedScheduler):
         return len(self._queue)
 
     def _enqueue(self, pending: Pending) -> None:
+        if len(self._queue) >= self.max_queue_size:
+            raise UnavailableError(QUEUE_FULL_MESSAGE)
         self._queue.append(pending)
 
     def _remove(self, pending: Pending) -> bool:

@@ -62,7 +62,7 @@ class DynamicBatcher(QueuedScheduler):
             statistics=statistics,
             preserve_ordering=bool(batching.preserve_ordering),
         )
-        self._queue = PriorityQueue(batching)
+        self._queue = PriorityQueue(batching, max_batch_size=self.max_batch_size)
         self._max = max(1, self.max_batch_size)
         preferred = {int(p) for p in batching.preferred_batch_size if 0 < p <= self._max}
         self._preferred = preferred or {self._max}

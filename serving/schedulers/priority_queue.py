@@ -17,8 +17,8 @@ from tritonclient.grpc import model_config_pb2
 from serving.core.types import InferRequest
 from serving.errors import UnavailableError
 from serving.schedulers.pending import Pending
+from serving.schedulers.queue_bounds import QUEUE_FULL_MESSAGE, effective_max_queue_size
 
-QUEUE_FULL_MESSAGE = "Exceeds maximum queue size"
 TIMEOUT_MESSAGE = "Request timeout expired"
 
 _DELAY = model_config_pb2.ModelQueuePolicy.TimeoutAction.DELAY
@@ -34,12 +34,14 @@ class LevelPolicy:
     max_queue_size: int = 0
 
     @classmethod
-    def from_config(cls, policy: model_config_pb2.ModelQueuePolicy) -> LevelPolicy:
+    def from_config(
+        cls, policy: model_config_pb2.ModelQueuePolicy, *, max_batch_size: int
+    ) -> LevelPolicy:
         return cls(
             delay_on_timeout=policy.timeout_action == _DELAY,
             default_timeout_us=int(policy.default_timeout_microseconds),
             allow_timeout_override=bool(policy.allow_timeout_override),
-            max_queue_size=int(policy.max_queue_size),
+            max_queue_size=effective_max_queue_size(int(policy.max_queue_size), max_batch_size),
         )
 
     def timeout_us(self, request: InferRequest) -> int:
@@ -68,13 +70,19 @@ class Level:
 class PriorityQueue:
     """Per-level FIFOs walked from level 1 (highest priority) down; delayed requests last."""
 
-    def __init__(self, batching: model_config_pb2.ModelDynamicBatching) -> None:
+    def __init__(
+        self, batching: model_config_pb2.ModelDynamicBatching, *, max_batch_size: int
+    ) -> None:
         self.level_count = max(1, int(batching.priority_levels))
         self.default_level = int(batching.default_priority_level) or 1
-        default = LevelPolicy.from_config(batching.default_queue_policy)
+        default = LevelPolicy.from_config(
+            batching.default_queue_policy, max_batch_size=max_batch_size
+        )
         self.levels = {
             level: Level(
-                LevelPolicy.from_config(batching.priority_queue_policy[level])
+                LevelPolicy.from_config(
+                    batching.priority_queue_policy[level], max_batch_size=max_batch_size
+                )
                 if level in batching.priority_queue_policy
                 else default
             )
@@ -92,7 +100,7 @@ class PriorityQueue:
         """Queue a request at its level; return its timeout in µs (0 = none). Raise when full."""
         pending.level = self.level_of(pending.request)
         level = self.levels[pending.level]
-        if level.policy.max_queue_size and len(level) >= level.policy.max_queue_size:
+        if len(level) >= level.policy.max_queue_size:
             raise UnavailableError(QUEUE_FULL_MESSAGE)
         level.queue.append(pending)
         return level.policy.timeout_us(pending.request)

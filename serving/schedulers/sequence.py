@@ -1,11 +1,13 @@
 """The sequence batcher (PROTOCOL.md §5.3): stateful models, one slot per live sequence.
 
 Each instance has ``slots_per_instance`` slots. A sequence's START claims a free slot (or waits in
-a FIFO backlog) and every later request of that correlation id runs in that slot on that instance,
-one at a time and in order. Direct strategy: a batch covers slots 0..highest ready slot, slots with
-nothing ready padded with a copy of a ready request marked READY=false. Oldest strategy: a batch
-is the oldest ready requests of the instance's sequences, one per sequence. A sequence with
-nothing queued for ``max_sequence_idle_microseconds`` is ended and its slot released.
+the bounded, timed backlog of ``sequence_backlog.py``) and every later request of that correlation
+id runs in that slot on that instance, one at a time and in order. Direct strategy: a batch covers
+slots 0..highest ready slot, slots with nothing ready padded with Triton's *null request* (zeros,
+correlation id 0, READY=false, no response stream). Oldest strategy: a batch is the oldest ready
+requests of the instance's sequences, one per sequence, never padded. A sequence with nothing
+queued for ``max_sequence_idle_microseconds`` is ended and its slot released, including one that
+was handed a slot from the backlog.
 """
 
 from __future__ import annotations
@@ -22,11 +24,12 @@ from serving.backends.base import ExecuteResult, ModelInstance
 from serving.core.model_spec import ModelSpec
 from serving.core.statistics import ModelStatistics
 from serving.core.types import InferRequest, InferResponse
-from serving.errors import CancelledError, InternalError, InvalidArgumentError
+from serving.errors import CancelledError, InternalError, InvalidArgumentError, UnavailableError
 from serving.schedulers.dynamic import INSTANCE_IDLE, MAX_BATCH, PREFERRED_SIZE, QUEUE_DELAY
 from serving.schedulers.pending import Pending
 from serving.schedulers.queued import QueuedScheduler, wait_until_set
-from serving.schedulers.sequence_tensors import SequenceControls, SequenceStates
+from serving.schedulers.sequence_backlog import EXPIRED_MESSAGE, SequenceBacklog
+from serving.schedulers.sequence_tensors import SequenceControls, SequenceStates, null_tensor
 
 DEFAULT_IDLE_US = 1_000_000
 
@@ -90,7 +93,9 @@ class SequenceBatcher(QueuedScheduler):
             len(self.instances) * self.slots_per_instance
         )
         self._sequences: dict[int | str, Sequence] = {}
-        self._backlog: deque[Sequence] = deque()
+        self._backlog: SequenceBacklog[Sequence] = SequenceBacklog(
+            spec.config, slot_count=len(self._slots), on_expired=self._backlog_expired
+        )
         self._ready: list[asyncio.Event] = []
         self._queued = 0  # requests waiting in every sequence's queue (kept, not summed)
 
@@ -134,15 +139,17 @@ class SequenceBatcher(QueuedScheduler):
                     "the START flag on the first request of the sequence"
                 )
             sequence = Sequence(corrid)
+            self._assign(sequence, request)  # may refuse it: the backlog is full
             self._sequences[corrid] = sequence
-            self._assign(sequence)
+        elif sequence.slot is None:
+            self._backlog.tighten(sequence, request_timeout_us=request.timeout_us)
         sequence.stop_idle_timer()
         pending.sequence = sequence
         sequence.queue.append(pending)
         self._queued += 1
         self._signal(sequence)
 
-    def _assign(self, sequence: Sequence) -> None:
+    def _assign(self, sequence: Sequence, request: InferRequest) -> None:
         """Give the sequence a free slot, spreading sequences across instances; else backlog."""
         count = len(self.instances)
         for local in range(self.slots_per_instance):
@@ -152,27 +159,45 @@ class SequenceBatcher(QueuedScheduler):
                     self._slots[slot] = sequence
                     sequence.slot = slot
                     return
-        self._backlog.append(sequence)
+        self._backlog.admit(sequence, corrid=sequence.corrid, request_timeout_us=request.timeout_us)
 
     def _signal(self, sequence: Sequence) -> None:
         if sequence.slot is not None and self._ready:
             self._ready[sequence.slot // self.slots_per_instance].set()
 
     def _end(self, sequence: Sequence) -> None:
-        """Release the sequence's slot to the oldest backlogged sequence."""
+        """Release the sequence's slot to the oldest backlogged sequence (or its backlog place)."""
         sequence.ended = True
         sequence.stop_idle_timer()
         if self._sequences.get(sequence.corrid) is sequence:
             del self._sequences[sequence.corrid]
         slot, sequence.slot = sequence.slot, None
         if slot is None:
+            # NOTE: a backlogged sequence whose client left must not later take a slot that
+            # nothing would free again.
+            self._backlog.discard(sequence)
             return
         self._slots[slot] = None
-        if self._backlog:
-            waiting = self._backlog.popleft()
-            self._slots[slot] = waiting
-            waiting.slot = slot
+        waiting = self._backlog.pop()
+        if waiting is None:
+            return
+        self._slots[slot] = waiting
+        waiting.slot = slot
+        if waiting.queue:
             self._signal(waiting)
+        else:
+            self._arm_idle_timer(waiting)  # a slot holder always has something to free it
+
+    def _backlog_expired(self, sequence: Sequence) -> None:
+        """The sequence waited too long for a slot: its requests fail as Triton's do."""
+        sequence.ended = True
+        if self._sequences.get(sequence.corrid) is sequence:
+            del self._sequences[sequence.corrid]
+        while sequence.queue:
+            pending = sequence.queue.popleft()
+            self._queued -= 1
+            self._finish(pending, UnavailableError(EXPIRED_MESSAGE), reason="REJECTED")
+        self._update_pending_count()
 
     def _arm_idle_timer(self, sequence: Sequence) -> None:
         loop = asyncio.get_running_loop()
@@ -218,6 +243,7 @@ class SequenceBatcher(QueuedScheduler):
         for seq in self._sequences.values():
             seq.queue.clear()
             seq.stop_idle_timer()
+        self._backlog.clear()
         self._queued = 0
         return drained
 
@@ -294,7 +320,7 @@ class SequenceBatcher(QueuedScheduler):
         local = [pending.sequence.slot % self.slots_per_instance for pending in batch]
         by_slot = dict(zip(local, prepared, strict=True))
         filler = prepared[0]
-        requests = [by_slot.get(slot) or self._dummy(filler) for slot in range(max(local) + 1)]
+        requests = [by_slot.get(slot) or self._null(filler) for slot in range(max(local) + 1)]
         return requests, local
 
     def _prepare(self, pending: Pending) -> InferRequest:
@@ -313,10 +339,22 @@ class SequenceBatcher(QueuedScheduler):
         )
         return dataclasses.replace(request, inputs=inputs)
 
-    def _dummy(self, filler: InferRequest) -> InferRequest:
-        inputs = dict(filler.inputs)
+    def _null(self, filler: InferRequest) -> InferRequest:
+        """Triton's null request for an empty slot: ``filler``'s shapes, nothing of its content.
+
+        Zeros for every input (implicit state included), correlation id 0, READY=false, no
+        requested outputs and no response stream: a model that keys state by correlation id
+        without reading READY, or a decoupled model that answers every request, cannot touch a
+        real sequence through it.
+        """
+        inputs = {name: null_tensor(array) for name, array in filler.inputs.items()}
         inputs.update(self._controls.tensors(start=False, end=False, ready=False, corrid=0))
-        return dataclasses.replace(filler, id="", inputs=inputs)
+        return InferRequest(
+            model_name=filler.model_name,
+            inputs=inputs,
+            model_version=filler.model_version,
+            outputs=[],
+        )
 
     def _batch_abandoned(self, batch: list[Pending], error: InternalError) -> None:
         for pending in batch:

@@ -4,6 +4,7 @@ Control tensors (START, END, READY, CORRID) are synthesised with the encodings t
 (``int32_false_true``, ``fp32_false_true``, ``bool_false_true``; CORRID in its ``data_type``),
 one ``[1, 1]`` tensor per request so a batch of n concatenates to ``[n, 1]`` (``[1]`` when the
 model does not batch). Implicit state (``state[]``): the output of request i is an input of i+1.
+``null_tensor`` fills the direct strategy's null requests.
 """
 
 from __future__ import annotations
@@ -71,7 +72,8 @@ class SequenceControls:
 
     def _corrid_tensor(self, corrid: int | str, data_type: int) -> np.ndarray:
         if data_type == mc.TYPE_STRING:
-            value = corrid if isinstance(corrid, str) else str(corrid)
+            # The null request's correlation id 0 is the empty string, as Triton sends it.
+            value = corrid if isinstance(corrid, str) else (str(corrid) if corrid else "")
             return np.full(self._shape, value.encode(), dtype=object)
         if isinstance(corrid, str):
             if not corrid.isdigit():
@@ -81,6 +83,13 @@ class SequenceControls:
                 )
             corrid = int(corrid)
         return np.full(self._shape, corrid, dtype=numpy_dtype(data_type))
+
+
+def null_tensor(array: np.ndarray) -> np.ndarray:
+    """A tensor of ``array``'s shape and dtype holding zeros (empty strings for BYTES)."""
+    if array.dtype == np.dtype(object):
+        return np.full(array.shape, b"", dtype=object)
+    return np.zeros_like(array)
 
 
 def _flag(name: str, control: mc.ModelSequenceBatching.Control) -> _Flag:

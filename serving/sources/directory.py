@@ -6,6 +6,9 @@
   ones are READY; a failed reload leaves them serving).
 - ``explicit``: load the ``--load-model`` names at start-up, then only through the repository API;
   a load call re-scans the model (new versions, new config, ``config`` and ``file:`` overrides).
+
+An ``s3://`` repository is served from a local copy (``S3RepositoryMirror``) that is brought up to
+date at start-up, before each poll-mode scan and before each explicit load.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from pathlib import Path
 
 from serving.core.devices import gpu_count
 from serving.core.hops import run_blocking
+from serving.core.model_names import check_model_name
 from serving.core.model_table import READY
 from serving.core.server import InferenceServer, VersionPlan
 from serving.errors import InternalError, InvalidArgumentError, ServingError
@@ -31,6 +35,7 @@ from serving.sources.folder_models import (
     plan_model,
     quick_fingerprint,
 )
+from serving.sources.s3_repository import S3RepositoryMirror
 
 logger = logging.getLogger("serving.sources.directory")
 
@@ -39,9 +44,16 @@ class DirectorySource:
     """Serves the models of one repository folder."""
 
     def __init__(self, settings: ServingSettings) -> None:
-        assert settings.model_repository is not None
         self.settings = settings
-        self.repository = Path(settings.model_repository)
+        self.mirror: S3RepositoryMirror | None = None
+        if settings.model_repository_url:
+            self.mirror = S3RepositoryMirror(
+                settings.model_repository_url, cache_dir=settings.cache_dir
+            )
+            self.repository = self.mirror.local
+        else:
+            assert settings.model_repository is not None
+            self.repository = Path(settings.model_repository)
         self.mode = settings.model_control_mode
         self.server: InferenceServer | None = None
         self._attempted: dict[str, tuple[str, ...]] = {}
@@ -53,6 +65,7 @@ class DirectorySource:
 
     async def start(self, server: InferenceServer) -> list[str]:
         self.server = server
+        unreadable = await self._sync_at_start()
         if self.mode == "explicit":
             wanted = list(self.settings.load_models)
             names = self.model_names() if wanted == ["*"] else wanted
@@ -65,7 +78,17 @@ class DirectorySource:
         errors = await self._load_many(names)
         if self.mode == "poll":
             self._poller = asyncio.create_task(self._poll_forever())
-        return errors
+        return unreadable + errors
+
+    async def _sync_at_start(self) -> list[str]:
+        """Copy an s3:// repository before the first scan; the reason when it cannot be read."""
+        if self.mirror is None:
+            return []
+        try:
+            await run_blocking(self.mirror.sync)
+        except ServingError as exc:
+            return [f"failed to read the model repository: {exc.message}"]
+        return []
 
     async def stop(self) -> None:
         if self._poller is not None:
@@ -74,6 +97,8 @@ class DirectorySource:
                 await self._poller
         for path in self._overrides.values():
             shutil.rmtree(path, ignore_errors=True)
+        if self.mirror is not None:
+            self.mirror.close()
 
     def model_names(self) -> list[str]:
         return model_names(self.repository)
@@ -81,6 +106,7 @@ class DirectorySource:
     async def load_model(
         self, name: str, *, config_json: str | None, files: dict[str, bytes]
     ) -> None:
+        check_model_name(name)  # NOTE: the name becomes a folder below the repository
         if files and config_json is None:
             raise InvalidArgumentError(
                 f"failed to load '{name}', the 'config' parameter is required with "
@@ -90,6 +116,8 @@ class DirectorySource:
         model_dir = self.repository / name
         if files:
             model_dir = await run_blocking(self._write_override, name, files)
+        elif self.mirror is not None:
+            await run_blocking(self.mirror.sync, name)
         elif not model_dir.is_dir():
             raise InternalError(f"failed to load '{name}', failed to poll from model repository")
         model = await self._plan(model_dir, text)
@@ -101,6 +129,7 @@ class DirectorySource:
         await self._load_with_dependencies(model, force=True)
 
     async def unload_model(self, name: str, *, unload_dependents: bool) -> None:
+        check_model_name(name)
         server = self._server()
         entry = server.models.get(name)
         composing: list[str] = []
@@ -184,6 +213,8 @@ class DirectorySource:
     async def poll_once(self) -> None:
         """One poll-mode pass: load new and changed models, unload removed ones."""
         server = self._server()
+        if self.mirror is not None:
+            await run_blocking(self.mirror.sync)
         names = set(await run_blocking(self.model_names))
         for gone in sorted(set(server.models) - names):
             if any(lv.state == READY for lv in server.models[gone].versions.values()):

@@ -58,6 +58,7 @@ def plan_model(
 ) -> FolderModel:
     """Scan ``model_dir`` and build one plan per version its version policy selects."""
     from repository.config import ConfigError, complete_config, scan_model_folder, select_versions
+    from serving.core.placement import replica_config
 
     name = model_dir.name
     try:
@@ -68,12 +69,12 @@ def plan_model(
                                            f"version policy of model '{name}'")  # fmt: skip
         newest = folder.versions[max(folder.versions)]
         completed = complete_config(
-            text, model_name=name, version_dir=newest, gpu_count=gpu_count,
+            text, model_name=name, version_dir=newest, gpu_count=None,
             auto_complete=auto_complete, python_autocomplete=_python_autocomplete,
         )  # fmt: skip
         for warning in completed.warnings:
             logger.info("%s: %s", name, warning)
-        config = completed.config
+        config = replica_config(completed.config, gpu_count=gpu_count)
         selected = select_versions(config, folder.versions.keys())
     except ConfigError as exc:
         return FolderModel(name, error="; ".join(exc.problems) or str(exc))

@@ -3,7 +3,8 @@
 The only serving module that touches Django: every ``repository.facade`` call runs on one dedicated
 thread (one database connection, never the event loop). The source watches the serving revision
 (poll every ``registry_poll_s``, woken early by Redis pub/sub on ``REVISION_CHANNEL`` when
-``REDIS_URL`` is set), materialises changed versions into the local cache with sha256 checks, and
+``REDIS_URL`` is set), materialises changed versions into the local cache with sha256 checks (blobs
+read straight from S3 or the blob folder, as the registry's ``blob_store`` describes), and
 hands the server core frozen plans: load next to the serving version, flip, drain, unload. A
 heartbeat row per replica reports what it serves, and when it last saw each inference token.
 
@@ -21,6 +22,7 @@ import datetime
 import hashlib
 import logging
 import os
+import shutil
 import socket
 import tempfile
 import threading
@@ -32,13 +34,23 @@ from typing import Any, TypeVar
 from repository.config import ConfigError, parse_config_text
 from serving.access.guard import AccessGuard
 from serving.access.table import AccessTable, TokenGrant
+from serving.backends.python import launch
 from serving.core.devices import gpu_count
 from serving.core.model_spec import ModelSpec
 from serving.core.model_table import UNLOADED_REASON
+from serving.core.placement import replica_config
 from serving.core.server import InferenceServer, VersionPlan
 from serving.errors import ServingError
 from serving.settings import ServingSettings
 from serving.sources.blob_cache import BlobCache
+from serving.sources.blob_reader import BlobOpener, blob_opener
+from serving.sources.gpu_check import (
+    GpuCheckGate,
+    GpuReports,
+    placed_on_gpu,
+    report_failed_load,
+)
+from serving.sources.on_demand import idle_versions, least_recently_used
 
 logger = logging.getLogger("serving.sources.registry")
 
@@ -69,9 +81,18 @@ class RegistrySource:
         self._promoted: dict[str, Any] = {}
         self._apply_lock = asyncio.Lock()
         self._listening = threading.Event()
+        self._gpu_reports: GpuReports = {}  # (model, version) -> {"ok", "message"}
+        self._gpu_pending: set[tuple[str, int]] = set()  # placed on a GPU here, still pending
         self._endpoints_known = asyncio.Event()
-        root = settings.cache_dir or Path(tempfile.gettempdir()) / "portico-serving-cache"
-        self.cache = BlobCache(Path(root), self._open_blob)
+        self._blob_opener: BlobOpener | None = None
+        # Without a configured folder: a private one of this process's own (mkdtemp makes it 0700
+        # under an unguessable name), removed when the replica stops.
+        self._own_cache = (
+            None if settings.cache_dir else tempfile.mkdtemp(prefix="portico-serving-")
+        )
+        self.cache = BlobCache(Path(settings.cache_dir or str(self._own_cache)), self._open_blob)
+        # NOTE: model processes see the whole cache (their own folder included) read-only.
+        launch.protect(self.cache.root)
 
     # -- ModelSource ---------------------------------------------------------------------------
 
@@ -88,6 +109,7 @@ class RegistrySource:
         errors = await self.refresh()
         self._tasks.append(asyncio.create_task(self._watch_forever()))
         self._tasks.append(asyncio.create_task(self._heartbeat_forever()))
+        self._tasks.append(asyncio.create_task(self._unload_idle_forever()))
         if self.settings.redis_url:
             self._tasks.append(asyncio.create_task(self._listen_redis()))
         else:
@@ -108,6 +130,9 @@ class RegistrySource:
         self._listening.clear()
         self._executor.shutdown(wait=False)
         self._access_executor.shutdown(wait=False)
+        launch.unprotect(self.cache.root)
+        if self._own_cache is not None:
+            shutil.rmtree(self._own_cache, ignore_errors=True)
 
     def model_names(self) -> list[str]:
         return sorted({name for name, _ in self._loadable} | set(self._promoted))
@@ -126,7 +151,8 @@ class RegistrySource:
             host = self.settings.replica_address or self.settings.host
             if host in ("0.0.0.0", "::", ""):
                 host = socket.gethostname()
-            self.http_url = f"http://{host}:{http_port}"
+            scheme = "https" if self.settings.http_tls else "http"
+            self.http_url = f"{scheme}://{host}:{http_port}"
         self._endpoints_known.set()
 
     # -- following the registry ----------------------------------------------------------------
@@ -176,13 +202,46 @@ class RegistrySource:
         return ""
 
     async def load_on_demand(self, name: str, version: int) -> bool:
-        """A request named a version that is loadable but not loaded: load it next to the rest."""
-        if (name, version) not in self._loadable or name not in self._promoted:
+        """A request named a version that is loadable but not loaded: load it next to the rest,
+        first evicting the least recently used extra versions past ``on_demand_max_versions``.
+
+        A failed load changes nothing that serves (all-or-nothing) and is forgotten here, so the
+        model's later refreshes (promotes, rollbacks) never carry it.
+        """
+        limit = self.settings.on_demand_max_versions
+        if limit == 0 or (name, version) not in self._loadable or name not in self._promoted:
             return False
-        self._extra.setdefault(name, set()).add(version)
         async with self._apply_lock:
+            before = set(self._extra.get(name, set()))
+            entry = self._server().models.get(name)
+            loaded = entry.versions if entry is not None else {}
+            evicted = least_recently_used(before - {version}, loaded, keep=limit - 1)
+            self._extra[name] = (before - evicted) | {version}
             error = await self._apply(name)
+            if error:
+                self._extra[name] = before - {version}
         return not error
+
+    async def _unload_idle_forever(self) -> None:
+        idle_s = self.settings.on_demand_idle_s
+        while True:
+            await asyncio.sleep(min(30.0, max(0.05, idle_s / 4)))
+            try:
+                await self.unload_idle()
+            except Exception:  # noqa: BLE001 - retried next pass; the replica keeps serving
+                logger.exception("unloading idle on-demand versions failed")
+
+    async def unload_idle(self) -> None:
+        """Unload every on-demand version unused for ``on_demand_idle_s``."""
+        async with self._apply_lock:
+            for name, extra in list(self._extra.items()):
+                entry = self._server().models.get(name)
+                loaded = entry.versions if entry is not None else {}
+                idle = idle_versions(extra, loaded, idle_s=self.settings.on_demand_idle_s)
+                if idle and name in self._promoted:
+                    logger.info("unloading idle on-demand versions %s of '%s'", sorted(idle), name)
+                    self._extra[name] = extra - idle
+                    await self._apply(name)
 
     async def _plan(self, servable: Any) -> VersionPlan:
         fingerprint = _fingerprint(servable)
@@ -204,8 +263,13 @@ class RegistrySource:
             config = model_config_pb2.ModelConfig(name=servable.model)
         version_dir = model_dir / str(servable.version)
         spec = ModelSpec(name=servable.model, version=servable.version, config=config,
-                         model_dir=model_dir, version_dir=version_dir)  # fmt: skip
-        return VersionPlan(spec, fingerprint, error=error)
+                         model_dir=model_dir, version_dir=version_dir,
+                         cache_dir=self.cache.root / "runtime")  # fmt: skip
+        gate = None
+        if servable.gpu_check_pending and not error and placed_on_gpu(config):
+            self._gpu_pending.add((servable.model, servable.version))
+            gate = GpuCheckGate(servable.golden, self._gpu_reports)
+        return VersionPlan(spec, fingerprint, error=error, gate=gate)
 
     def _complete(self, servable: Any, model_dir: Path) -> Any:
         from repository.config import ConfigError, complete_config
@@ -215,16 +279,19 @@ class RegistrySource:
                 servable.config_text,
                 model_name=servable.model,
                 version_dir=model_dir / str(servable.version),
-                gpu_count=gpu_count(self.settings),
+                gpu_count=None,
             )
         except ConfigError as exc:
             raise ServingError("; ".join(exc.problems) or str(exc)) from None
-        return completed.config
+        # The stored config keeps what the user wrote; this replica's devices decide placement.
+        return replica_config(completed.config, gpu_count=gpu_count(self.settings))
 
     def _open_blob(self, sha256: str) -> Any:
-        from repository import facade
+        if self._blob_opener is None:
+            from repository import facade
 
-        return facade.blob_open(sha256)
+            self._blob_opener = blob_opener(facade.blob_store(), fallback=facade.blob_open)
+        return self._blob_opener(sha256)
 
     # -- background tasks ----------------------------------------------------------------------
 
@@ -345,6 +412,12 @@ class RegistrySource:
 
         # Versions unloaded on purpose (replaced by a promote) are history, not something served.
         versions = [r for r in self._server().version_rows() if r["reason"] != UNLOADED_REASON]
+        for row in versions:
+            key = (row["model"], row["version"])
+            if key in self._gpu_pending:
+                report_failed_load(self._gpu_reports, row)
+            if key in self._gpu_reports:
+                row["gpu_check"] = self._gpu_reports[key]
         # Token use travels with the heartbeat: one write per token per interval, not per request.
         used = self.access.take_usage() if self.access is not None else {}
         token_use = {token_id: datetime.datetime.fromtimestamp(t, tz=datetime.UTC)

@@ -27,7 +27,9 @@ def test_portico_services_share_one_image_and_the_artifact_volume(compose: dict)
         service = services[name]
         assert service["build"] == "."
         assert service["image"] == "portico:latest"
-        assert "artifacts:/var/lib/portico" in service["volumes"]
+        # Serving reads artifacts only (docs/security.md); the console and worker write them.
+        mounts = {"artifacts:/var/lib/portico", "artifacts:/var/lib/portico:ro"}
+        assert mounts & set(service["volumes"]), name
         env = service["environment"]
         assert env["DATABASE_URL"].startswith("postgres://")
         assert env["REDIS_URL"].startswith("redis://")
@@ -48,3 +50,27 @@ def test_replicas_serve_the_registry(compose: dict) -> None:
         command = compose["services"][name]["command"]
         assert command[:3] == ["python", "manage.py", "serve"]
         assert "--model-repository" not in command
+
+
+def test_gpu_override_builds_the_gpu_target_and_reserves_a_gpu_per_replica() -> None:
+    override = yaml.safe_load((ROOT / "docker-compose.gpu.yml").read_text())
+    assert set(override["services"]) == {"serving-1", "serving-2"}
+    for service in override["services"].values():
+        assert service["build"] == {"context": ".", "target": "gpu"}
+        assert service["image"] == "portico:gpu"
+        (device,) = service["deploy"]["resources"]["reservations"]["devices"]
+        assert device == {"driver": "nvidia", "count": 1, "capabilities": ["gpu"]}
+
+
+def test_dockerfile_defaults_to_the_cpu_image_and_swaps_onnxruntime_in_the_gpu_target() -> None:
+    stages = [
+        line.split()
+        for line in (ROOT / "Dockerfile").read_text().splitlines()
+        if line.startswith("FROM ")
+    ]
+    assert stages[0][-2:] == ["AS", "cpu"]
+    assert ["FROM", "cpu", "AS", "gpu"] in stages
+    assert stages[-1] == ["FROM", "cpu"]  # the last stage is what a plain build produces
+    gpu = (ROOT / "Dockerfile").read_text().split("AS gpu", 1)[1]
+    assert "python deploy/gpu/lock.py && pip uninstall --yes onnxruntime" in gpu
+    assert "pip install --no-cache-dir -r requirements-gpu.lock" in gpu

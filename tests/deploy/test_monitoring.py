@@ -15,10 +15,11 @@ from serving.observability import system_metrics
 pytestmark = pytest.mark.embedded
 
 ROOT = Path(__file__).resolve().parents[2]
+DASHBOARD = ROOT / "deploy" / "kubernetes" / "base" / "grafana-dashboard.json"
 
 
 def _dashboard() -> dict:
-    return json.loads((ROOT / "deploy" / "grafana-dashboard.json").read_text())
+    return json.loads(DASHBOARD.read_text())
 
 
 def _exprs() -> list[str]:
@@ -58,7 +59,11 @@ def test_prometheus_scrapes_every_serving_replica_of_the_compose_stack() -> None
     config = yaml.safe_load((ROOT / "deploy" / "prometheus.yml").read_text())
     targets = config["scrape_configs"][0]["static_configs"][0]["targets"]
     compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
-    replicas = {name for name in compose["services"] if name.startswith("serving")}
+    replicas = {
+        name
+        for name, service in compose["services"].items()
+        if service.get("command", [])[:3] == ["python", "manage.py", "serve"]
+    }
     assert {t.split(":")[0] for t in targets} == replicas
     assert all(t.endswith(":8002") for t in targets)
     for service in ("prometheus", "grafana"):

@@ -9,9 +9,9 @@ import pytest
 from django.utils import timezone
 
 from repository import facade
-from repository.models import ServingReplica, VersionState
-from repository.services import model_version_promote
-from tests.factories import ModelFactory, ModelVersionFactory, VersionFileFactory
+from repository.models import ServingReplica, VersionFile, VersionState
+from repository.services import model_version_approve, model_version_promote
+from tests.factories import BlobFactory, ModelFactory, ModelVersionFactory, VersionFileFactory
 
 pytestmark = [pytest.mark.django_db, pytest.mark.embedded]
 
@@ -43,6 +43,25 @@ def test_unapproved_code_bearing_versions_are_not_loadable() -> None:
     ModelVersionFactory(needs_approval=True)
     approved = ModelVersionFactory(needs_approval=True, approved_at=timezone.now())
     assert [s.version for s in facade.serving_snapshot().loadable] == [approved.number]
+
+
+def test_code_changed_after_approval_is_no_longer_offered_to_serving(  # type: ignore[no-untyped-def]
+    deployer, registry_admin, caplog
+) -> None:
+    model = ModelFactory(name="py", backend="python")
+    version = ModelVersionFactory(model=model, number=1, needs_approval=True, uploaded_by=deployer)
+    approved_file = VersionFileFactory(version=version, path="model.py")
+    VersionFileFactory(version=version, path="labels.txt", model_level=True)
+    model_version_approve(version=version, actor=registry_admin)
+    model_version_promote(version=version, actor=deployer)
+    snap = facade.serving_snapshot()
+    assert [(s.model, s.version) for s in snap.promoted] == [("py", 1)]
+    assert snap.promoted[0].files[0].sha256 == approved_file.blob_id
+    # A hostile write to the database points the approved file at other content.
+    VersionFile.objects.filter(pk=approved_file.pk).update(blob=BlobFactory(content=b"evil"))
+    snap = facade.serving_snapshot()
+    assert snap.promoted == () and snap.loadable == ()
+    assert "py v1 is not served: files differ from the ones approved (model.py)" in caplog.text
 
 
 def test_heartbeat_upserts_and_live_replicas_drops_silent_ones() -> None:

@@ -163,3 +163,32 @@ def test_cli_streams_one_json_line_per_step(tmp_path: Path) -> None:
     assert all(set(s) == {"name", "status", "message", "duration_ms"} for s in steps)
     assert json.loads(report.read_text())["ok"] is True
     assert np.isfinite(steps[0]["duration_ms"])
+
+
+def test_kind_gpu_model_on_a_worker_without_gpu_is_checked_on_the_cpu_and_left_pending(
+    tmp_path: Path,
+) -> None:
+    model_dir = demo_models.write_onnx_add_sub(tmp_path / "repo", dtype="FP32", dims=(4,))
+    config = (model_dir / "config.pbtxt").read_text()
+    (model_dir / "config.pbtxt").write_text(
+        config + "\ninstance_group { kind: KIND_GPU count: 2 gpus: [ 0, 1 ] }\n"
+    )
+    code, report = _check(model_dir, tmp_path)
+    assert code == 0, report["steps"]
+    assert _steps(report) == {s: "passed" for s in ("config", "load", "io", "warmup")} | {
+        "golden": "skipped"
+    }
+    load = next(s for s in report["steps"] if s["name"] == "load")
+    assert "on the CPU runtime; GPU check pending: this validation worker:" in load["message"]
+    assert report["gpu_check_pending"].startswith("this validation worker: no NVIDIA GPU")
+    # The stored config keeps what the user wrote: the replica that loads it places it.
+    assert "kind: KIND_GPU" in report["config_text"]
+    assert "count: 2\n  gpus: 0\n  gpus: 1\n  kind: KIND_GPU" in report["config_text"]
+
+
+def test_kind_auto_model_keeps_kind_auto_and_leaves_nothing_pending(tmp_path: Path) -> None:
+    model_dir = demo_models.write_onnx_add_sub(tmp_path / "repo", dtype="FP32", dims=(4,))
+    code, report = _check(model_dir, tmp_path)
+    assert code == 0
+    assert report["gpu_check_pending"] == ""
+    assert "KIND_CPU" not in report["config_text"]

@@ -109,6 +109,18 @@ def test_settings_from_env_and_flags() -> None:
         ServingSettings(model_control_mode="explicit", load_models=("*", "a"))
 
 
+def test_model_repository_is_a_folder_or_an_s3_url_from_flag_or_environment() -> None:
+    from_env = settings_from_env({"SERVING_MODEL_REPOSITORY": "s3://host:9000/bucket/models"})
+    assert from_env.model_repository_url == "s3://host:9000/bucket/models"
+    assert from_env.model_repository is None and not from_env.registry_mode
+    from_flag = settings_from_env({}, model_repository="/srv/models")
+    assert from_flag.model_repository == Path("/srv/models") and not from_flag.model_repository_url
+    with pytest.raises(ValueError, match="'gs://' is not supported"):
+        settings_from_env({}, model_repository="gs://bucket/models")
+    with pytest.raises(ValueError, match="--model-repository: 's3:///models': no bucket name"):
+        settings_from_env({"SERVING_MODEL_REPOSITORY": "s3:///models"})
+
+
 def test_port_in_use_exits_non_zero_with_a_message(tmp_path: Path) -> None:
     import socket
 

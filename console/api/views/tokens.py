@@ -43,7 +43,8 @@ class CreatedTokenSerializer(TokenSerializer):
 
 
 class TokenListApi(RoleApi):
-    """GET: tokens (``?include_revoked=1`` for revoked ones too). POST: create one."""
+    """GET: tokens (``?include_revoked=1`` for revoked ones too). POST: create one, for yourself
+    or (viewer role only) for someone else; anything more answers 403 token_for_another_user."""
 
     required_roles = {"GET": ROLE_ADMIN, "POST": ROLE_ADMIN}
 
@@ -54,7 +55,9 @@ class TokenListApi(RoleApi):
         name = serializers.CharField(max_length=128, required=False, allow_blank=True, default="")
         role = serializers.ChoiceField(choices=[*ROLES, Role.INVOKER.value])
         user = serializers.CharField(
-            required=False, help_text="Username the token acts as (default: yourself)."
+            required=False,
+            help_text="Username the token acts as (default: yourself); a token for someone "
+            "else may only carry the viewer role.",
         )
         models = serializers.ListField(
             child=serializers.CharField(max_length=128), required=False, default=list,

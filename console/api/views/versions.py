@@ -28,6 +28,7 @@ from repository.services import (
     model_version_approve,
     model_version_create_from_upload,
     model_version_create_with_config,
+    model_version_gpu_check_record,
     model_version_promote,
     model_version_revalidate,
 )
@@ -62,6 +63,7 @@ def accepted(request: Request, version: ModelVersion) -> Response:
 def version_json(*, name: str, number: int, detail: bool = False) -> dict[str, Any]:
     """The version JSON, re-read so it shows the committed state."""
     version = model_version_get(model=name, number=number)
+    version = model_version_gpu_check_record(version=version)
     serializer = VersionDetailSerializer if detail else VersionSerializer
     return dict(serializer(version).data)
 

@@ -3,7 +3,10 @@
 from typing import Any
 
 import uvicorn
-from django.core.management.base import BaseCommand
+from django.core.exceptions import ImproperlyConfigured
+from django.core.management.base import BaseCommand, CommandError
+
+from console.security.secret_key import secret_key_required
 
 
 class Command(BaseCommand):
@@ -15,6 +18,10 @@ class Command(BaseCommand):
         parser.add_argument("--workers", type=int, default=1)
 
     def handle(self, *args: Any, host: str, port: int, workers: int, **options: Any) -> None:
+        try:
+            secret_key_required()  # here too, so the refusal is one line, not an import traceback
+        except ImproperlyConfigured as error:
+            raise CommandError(str(error)) from error
         uvicorn.run(
             "console.asgi:application",
             host=host,

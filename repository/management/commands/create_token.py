@@ -51,6 +51,10 @@ class Command(BaseCommand):
             # An invoker is an application, not a console user: it gets no console role.
             if role != Role.INVOKER:
                 user_role_grant(user=user, role=role)
+            # NOTE: no actor, so any role for any user. Whoever runs manage.py already holds the
+            # settings (SECRET_KEY, the database's credentials) and could write any row; refusing
+            # here would protect nothing. The API and console pass the signed-in actor, and there
+            # a token for someone else is limited to the viewer role (or invoker, for an admin).
             _, key = api_token_create(
                 user=user,
                 role=role,

@@ -1,18 +1,17 @@
-"""Run a Python model's ``auto_complete_config`` once, in a throw-away interpreter."""
+"""Run a Python model's ``auto_complete_config`` once, in a throw-away interpreter contained like
+the model's own processes (``launch.py``): no secrets in its environment, nothing left running."""
 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
 from google.protobuf import json_format
 from tritonclient.grpc import model_config_pb2
 
-import serving
+from serving.backends.python import launch
 from serving.backends.python.config_json import config_from_dict, config_to_dict
 from serving.errors import InvalidArgumentError
 
@@ -28,20 +27,19 @@ def run_autocomplete(
     with tempfile.TemporaryDirectory(prefix="portico-autocomplete-") as tmp:
         config_in, config_out = Path(tmp) / "in.json", Path(tmp) / "out.json"
         config_in.write_text(json.dumps(config_to_dict(cfg)))
-        command = [sys.executable, "-m", "serving.backends.python.stub", "--autocomplete"]
+        command = launch.stub_command(
+            "--autocomplete", str(model_file), str(config_in), str(config_out)
+        )
+        process = launch.launch(command, stdout=subprocess.DEVNULL)
         try:
-            subprocess.run(
-                [*command, str(model_file), str(config_in), str(config_out)],
-                env=_env(),
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                timeout=timeout_s,
-                check=False,
-            )
+            process.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
             raise InvalidArgumentError(
                 f"auto-complete of python model '{name}' timed out after {timeout_s:g} s"
             ) from None
+        finally:
+            launch.kill(process)  # and whatever it forked
+            process.wait()
         if not config_out.is_file():
             raise InvalidArgumentError(f"auto-complete of python model '{name}' crashed")
         result = json.loads(config_out.read_text())
@@ -71,10 +69,3 @@ def completed_fields(
         if after.HasField(oneof_field) and not before.HasField(oneof_field):
             fields.append(oneof_field)
     return fields
-
-
-def _env() -> dict[str, str]:
-    env = dict(os.environ)
-    root = str(Path(serving.__file__).resolve().parent.parent)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH", "")]))
-    return env

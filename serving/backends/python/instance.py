@@ -1,8 +1,9 @@
 """Python backend (``backend: "python"``): one process per instance running Triton's ``model.py``.
 
-The server side of an instance: it starts ``serving.backends.python.stub`` in its own process and
-session, hands it the model (``initialize`` args as Triton builds them), and for each batch writes
-the inputs into its shared memory region and sends the descriptors over a socket. A crash of that
+The server side of an instance: it starts ``serving.backends.python.stub`` in its own process,
+contained as ``launch.py`` describes (scrubbed environment, own session, dies with the server),
+hands it the model (``initialize`` args as Triton builds them), and for each batch writes the
+inputs into its shared memory region and sends the descriptors over a socket. A crash of that
 process (or an ``execute`` that runs past ``execute_timeout_s``) fails the in-flight requests with a
 clear error, makes ``is_healthy()`` false, and a monitor thread restarts the process and reports it
 (log, ``restart_count``, ``last_error``). Config ``parameters``: ``execute_timeout_s`` (default
@@ -20,24 +21,18 @@ import functools
 import itertools
 import json
 import logging
-import os
 import socket
-import subprocess
-import sys
 import threading
 import time
-import uuid
 from collections.abc import Sequence
 from multiprocessing.connection import Connection
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-import serving
 from serving.backends.artifacts import model_file
 from serving.backends.base import ExecuteResult, ModelInstance
-from serving.backends.python import shm
+from serving.backends.python import launch, shm
 from serving.backends.python.bls import DEFAULT_BLS_TIMEOUT_S, BlsBridge
 from serving.backends.python.channel import ChannelClosed, Tensors
 from serving.backends.python.config_json import config_to_dict
@@ -71,7 +66,7 @@ class PythonInstance(ModelInstance):
     infer_host: InferHost | None = None  # set by the server core before ``load``
 
     def load(self) -> None:
-        self._prefix = f"portico_{os.getpid()}_{uuid.uuid4().hex[:8]}_"
+        self._prefix = shm.instance_prefix()
         self._inputs = shm.Region(self._prefix + "i")
         self._outputs = shm.Reader(track=False)
         self._lock = threading.Lock()
@@ -326,22 +321,12 @@ class PythonInstance(ModelInstance):
 
     def _start(self) -> ModelProcess:
         parent_sock, child_sock = socket.socketpair()
-        env = dict(os.environ)
-        root = str(Path(serving.__file__).resolve().parent.parent)
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH", "")]))
-        stub = [sys.executable, "-m", "serving.backends.python.stub"]
         try:
-            process = subprocess.Popen(
-                [*stub, str(child_sock.fileno()), self._prefix + "o"],
+            process = launch.launch(
+                launch.stub_command(str(child_sock.fileno()), self._prefix + "o"),
                 pass_fds=[child_sock.fileno()],
-                stdin=subprocess.DEVNULL,
                 # NOTE: a model's print() goes to stderr: stdout may be a protocol (serving.check).
                 stdout=2,
-                env=env,
-                # Its own session: a Ctrl-C or a signal to the server's process group must not kill
-                # the model under a draining server (which would restart it); the server finalises
-                # it on unload, and the stub exits by itself if the server dies.
-                start_new_session=True,
             )
         finally:
             child_sock.close()
@@ -395,6 +380,7 @@ class PythonInstance(ModelInstance):
                 self._healthy = False
                 reason = child.exit_reason()
                 self.last_error = f"process {reason}"
+                launch.kill(child.process)  # whatever it forked goes with it
                 child.release()
                 shm.unlink_prefixed(self._prefix + "o")
                 self._outputs.close()

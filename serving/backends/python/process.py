@@ -13,6 +13,7 @@ from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import Any
 
+from serving.backends.python import launch
 from serving.backends.python.channel import Channel, ChannelClosed, Tensors
 
 # The model process's answers to commands; anything else it sends is the model speaking first.
@@ -72,8 +73,7 @@ class ModelProcess:
 
     def kill(self, why: str) -> None:
         self.killed_for = why
-        if self.process.poll() is None:
-            self.process.kill()
+        launch.kill(self.process)
 
     def exit_reason(self) -> str:
         if self.killed_for:
@@ -83,12 +83,11 @@ class ModelProcess:
         except subprocess.TimeoutExpired:
             self.kill("stopped answering")
             return self.killed_for
-        return f"exited with signal {-code}" if code < 0 else f"exited with code {code}"
+        return launch.exit_description(code)
 
     def close(self) -> None:
-        """Kill the process if it still runs, then release the channel."""
-        if self.process.poll() is None:
-            self.process.kill()
+        """Kill the process and whatever it started, then release the channel."""
+        launch.kill(self.process)
         self.process.wait()
         self.release()
 

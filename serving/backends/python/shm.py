@@ -3,15 +3,19 @@
 Each side owns one growable region per direction (the server writes inputs, the model's process
 writes outputs); only small descriptors ``(name, datatype, shape, offset, nbytes)`` travel over the
 control pipe. BYTES tensors are serialised as Triton does (4-byte little-endian length, then the
-bytes). Region names start with the instance's prefix so a crashed process's leftovers can be found
-and unlinked. Imports only numpy and the standard library: the model's process loads it first.
+bytes). Region names start with the instance's prefix (``portico_<server pid>_<id>_``) so a crashed
+process's leftovers can be found and unlinked, and a server starting sweeps what servers that died
+(even by SIGKILL) left behind. Imports only numpy and the standard library: the model's process
+loads it first.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import re
 import struct
+import uuid
 from collections.abc import Iterable
 from multiprocessing import resource_tracker, shared_memory
 from pathlib import Path
@@ -26,6 +30,8 @@ TensorDesc = tuple[str, str, tuple[int, ...], int, int]  # name, datatype, shape
 _ALIGN_BYTES = 64
 _MIN_REGION_BYTES = 1 << 20
 _SHM_DIR = Path("/dev/shm")
+_PREFIX = "portico_"
+_SERVER_PID = re.compile(rf"{_PREFIX}(\d+)_")
 
 
 def numpy_dtype(datatype: str) -> np.dtype[Any]:
@@ -176,6 +182,36 @@ class Reader:
         if not self.track:
             untrack(self._shm.name)
         return self._shm
+
+
+def instance_prefix() -> str:
+    """A new instance's segment prefix; it names this server's pid for ``sweep_dead_servers``."""
+    return f"{_PREFIX}{os.getpid()}_{uuid.uuid4().hex[:8]}_"
+
+
+def sweep_dead_servers() -> list[str]:
+    """Unlink every segment whose server pid no longer runs; returns the names removed."""
+    removed: list[str] = []
+    if not _SHM_DIR.is_dir():
+        return removed
+    for path in _SHM_DIR.glob(_PREFIX + "*"):
+        match = _SERVER_PID.match(path.name)
+        if match is None or _running(int(match.group(1))):
+            continue
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+            removed.append(path.name)
+    return removed
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's live process
+        return True
+    return True
 
 
 def unlink_prefixed(prefix: str) -> list[str]:

@@ -19,8 +19,11 @@ from tritonclient.grpc import service_pb2, service_pb2_grpc
 
 from serving.core.server import InferenceServer
 from serving.core.types import InferResponse
-from serving.errors import InternalError, InvalidArgumentError, ServingError
+from serving.errors import InvalidArgumentError, ServingError
+from serving.incidents import report_incident
+from serving.protocol.admission import InFlightLimit
 from serving.protocol.errors import GRPC_STATUS
+from serving.protocol.grpc.edge import EdgeInterceptor
 from serving.protocol.grpc_codec import (
     decode_infer_request,
     encode_infer_response,
@@ -30,7 +33,10 @@ from serving.protocol.grpc_codec import (
 
 logger = logging.getLogger("serving.grpc")
 
-MAX_MESSAGE_BYTES = 2**31 - 1
+# A stream's requests running at once, and its answers waiting for a slow reader: past either the
+# stream stops reading (backpressure through gRPC's flow control) instead of growing.
+STREAM_MAX_IN_FLIGHT = 64
+STREAM_MAX_BUFFERED = 64
 DECOUPLED_GRPC = "ModelInfer RPC doesn't support models with decoupled transaction policy"
 EMPTY_FINAL_PARAMETER = "triton_enable_empty_final_response"
 FINAL_RESPONSE_PARAMETER = "triton_final_response"
@@ -46,8 +52,8 @@ async def _call(context: grpc.aio.ServicerContext, func: Callable[[], Awaitable[
     except (grpc.aio.AbortError, asyncio.CancelledError):
         raise
     except Exception as exc:  # noqa: BLE001 - the server keeps serving whatever happened
-        logger.exception("unexpected error in a gRPC call")
-        await context.abort(grpc.StatusCode.INTERNAL, f"{type(exc).__name__}: {exc}")
+        incident = report_incident(exc, logger=logger, where="in a gRPC call")
+        await context.abort(grpc.StatusCode.INTERNAL, incident.message)
     raise AssertionError("unreachable")  # pragma: no cover - abort raises
 
 
@@ -127,15 +133,20 @@ class InferenceService(service_pb2_grpc.GRPCInferenceServiceServicer):  # type: 
     async def ModelStreamInfer(
         self, request_iterator: AsyncIterator[Any], context: Any
     ) -> AsyncIterator[Any]:
-        results: asyncio.Queue[Any] = asyncio.Queue()
+        results: asyncio.Queue[Any] = asyncio.Queue(maxsize=STREAM_MAX_BUFFERED)
         pending: set[asyncio.Task[None]] = set()
+        slots = asyncio.Semaphore(STREAM_MAX_IN_FLIGHT)
 
         async def one(message: Any) -> None:
-            async for answer in self._stream_answers(message):
-                await results.put(answer)
+            try:
+                async for answer in self._stream_answers(message):
+                    await results.put(answer)
+            finally:
+                slots.release()
 
         async def read() -> None:
             async for message in request_iterator:
+                await slots.acquire()
                 task = asyncio.create_task(one(message))
                 pending.add(task)
                 task.add_done_callback(pending.discard)
@@ -167,8 +178,8 @@ class InferenceService(service_pb2_grpc.GRPCInferenceServiceServicer):  # type: 
         except ServingError as exc:
             yield _stream_response(message, exc, True)
         except Exception as exc:  # noqa: BLE001 - the stream stays open after a failed request
-            logger.exception("unexpected error in a streamed request")
-            yield _stream_response(message, InternalError(f"{type(exc).__name__}: {exc}"), True)
+            incident = report_incident(exc, logger=logger, where="in a streamed request")
+            yield _stream_response(message, incident, True)
 
     async def ModelStatistics(self, request: Any, context: Any) -> Any:
         async def body() -> Any:
@@ -239,14 +250,29 @@ class HealthService(health_pb2_grpc.HealthServicer):  # type: ignore[misc]
 
 
 def create_grpc_server(
-    server: InferenceServer, guard: Callable[[Any], Any] | None = None
+    server: InferenceServer,
+    *,
+    max_message_bytes: int,
+    in_flight: InFlightLimit | None = None,
+    guard: Callable[[Any], Any] | None = None,
 ) -> grpc.aio.Server:
-    """A grpc.aio server (not yet bound or started) with both services registered; ``guard``
-    wraps the inference servicer (the access check), never the health service."""
+    """A grpc.aio server (not yet bound or started) with both services registered.
+
+    Messages are capped like HTTP bodies (``--http-max-input-size``); every RPC passes through
+    the edge interceptor (restricted protocols, the in-flight cap). ``guard`` wraps the inference
+    servicer (the token check, after the edge), never the health service.
+    """
+    from serving.protocol.restricted import GRPC_FLAG, GRPC_HEADER_PREFIX, parse_restrictions
+
+    restrictions = parse_restrictions(
+        server.settings.grpc_restricted_protocols, flag=GRPC_FLAG, header_prefix=GRPC_HEADER_PREFIX
+    )
+    interceptors = [EdgeInterceptor(restrictions, in_flight)] if restrictions or in_flight else []
     grpc_server = grpc.aio.server(
+        interceptors=interceptors,
         options=[
-            ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
-            ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+            ("grpc.max_send_message_length", max_message_bytes),
+            ("grpc.max_receive_message_length", max_message_bytes),
         ],
     )
     servicer = InferenceService(server)

@@ -16,9 +16,11 @@ from typing import Any
 
 import orjson
 
+from serving.core.model_names import model_name_problem
 from serving.core.server import InferenceServer
 from serving.core.types import InferRequest
 from serving.errors import InternalError, InvalidArgumentError, ServingError, UnsupportedError
+from serving.incidents import IncidentError, report_incident
 from serving.protocol.binary_codec import (
     HEADER_LENGTH_MISSING,
     frame_response,
@@ -79,15 +81,22 @@ class HttpApp:
         except ServingError as exc:
             extra = [(b"accept-encoding", b"gzip, deflate")] if exc.message == (
                 "Unsupported compression type") else []  # fmt: skip
+            if isinstance(exc, IncidentError):
+                extra.append((b"x-request-id", exc.request_id.encode()))
             await _send_error(send, HTTP_STATUS[exc.code], exc.message, extra)
         except Exception as exc:  # noqa: BLE001 - the server keeps serving whatever happened
-            logger.exception("unexpected error on %s %s", scope["method"], scope["path"])
-            await _send_error(send, 500, f"{type(exc).__name__}: {exc}")
+            where = f"on {scope['method']} {scope['path']}"
+            incident = report_incident(exc, logger=logger, where=where)
+            await _send_error(send, 500, incident.message,
+                              [(b"x-request-id", incident.request_id.encode())])  # fmt: skip
 
     async def _route(
         self, scope: Scope, receive: Receive, send: Send, headers: dict[bytes, bytes]
     ) -> None:
         method: str = scope["method"]
+        raw_path: bytes = scope.get("raw_path") or b""
+        if b"%" in raw_path:
+            _refuse_encoded_separators(raw_path)
         parts = scope["path"].split("/")
         if len(parts) < 2 or parts[0] != "" or parts[1] != "v2":
             raise HttpError(404, "Not Found")
@@ -312,6 +321,16 @@ def _load_parameters(params: dict[str, Any]) -> tuple[str | None, dict[str, byte
         except (binascii.Error, ValueError):
             raise InvalidArgumentError(f"'{key}' is not valid base64") from None
     return config, files
+
+
+def _refuse_encoded_separators(raw_path: bytes) -> None:
+    """A percent-encoded '/', '\\' or NUL in a segment would split or end a model name once the
+    path is decoded: refuse it as the name it was meant to be rather than route its pieces."""
+    for segment in raw_path.split(b"?", 1)[0].split(b"/"):
+        if b"%" in segment:
+            problem = model_name_problem(segment.decode("latin-1"))
+            if problem:
+                raise InvalidArgumentError(problem)
 
 
 def _missing_header_length() -> InvalidArgumentError:

@@ -27,6 +27,7 @@ from serving.core.signature import ModelSignature, TensorSignature, check_reques
 from serving.core.streaming import StreamItem
 from serving.core.types import InferRequest, InferResponse
 from serving.errors import InvalidArgumentError, ServingError
+from serving.incidents import report_incident
 from serving.protocol.errors import HTTP_STATUS
 from serving.protocol.json_codec import tensor_from_json, tensor_to_json
 from serving.protocol.parameters import apply_request_parameters
@@ -140,9 +141,10 @@ async def stream(server: InferenceServer, request: InferRequest, send: Send) -> 
                 status = HTTP_STATUS[error.code]
                 event = orjson.dumps({"error": error.message})
             except Exception as exc:  # noqa: BLE001 - once streaming, errors can only be events
-                logger.exception("unexpected error encoding a generate_stream response")
+                incident = report_incident(exc, logger=logger, where="encoding a generate_stream "
+                                                                      "response")  # fmt: skip
                 status = 500
-                event = orjson.dumps({"error": f"{type(exc).__name__}: {exc}"})
+                event = orjson.dumps({"error": incident.message})
             if not started:
                 await _start(send, status)
                 started = True

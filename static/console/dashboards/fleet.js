@@ -55,7 +55,7 @@ function render(msg) {
   }
   document.getElementById("replica-rows").innerHTML = msg.replicas.map((r) => {
     const s = r.system || {};
-    const gpus = (s.gpus || []).map((g) => `GPU${g.index} ${pct(g.utilization)} · ${bytes(g.memory_used_bytes)} · ${fmt(g.power_usage_w, 0, "W")}`).join("<br>") || "<span class='muted'>none</span>";
+    const gpus = (s.gpus || []).map((g) => `<span title="${escapeHtml(g.uuid || "")}">GPU${g.index} ${pct(g.utilization)} · ${bytes(g.memory_used_bytes)} / ${bytes(g.memory_total_bytes)} · ${fmt(g.power_usage_w, 0, "W")} / ${fmt(g.power_limit_w, 0, "W")}</span>`).join("<br>") || "<span class='muted'>none</span>";
     return `<tr><td>${escapeHtml(r.id)}</td><td class="mono small">${escapeHtml(r.url)}</td>
       <td><span class="badge ${r.up ? "ok" : "bad"}">${r.up ? "up" : "down"}</span> <span class="muted small">${escapeHtml(r.error || "")}</span></td>
       <td class="num">${r.models}</td><td class="num">${pct(s.cpu_utilization)}</td>

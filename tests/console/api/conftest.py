@@ -27,11 +27,6 @@ def api_settings(settings, tmp_path: Path, monkeypatch) -> None:  # type: ignore
 
 
 @pytest.fixture
-def second_admin(db):  # type: ignore[no-untyped-def]
-    return UserFactory(username="second-admin", role="admin")
-
-
-@pytest.fixture
 def nobody(db):  # type: ignore[no-untyped-def]
     """A signed-in user who holds no role."""
     return UserFactory(username="nobody")

@@ -1,6 +1,6 @@
 """A script's view of the platform: a token from ``create_token``, real ONNX models uploaded over
 the API, validated by a real Celery worker running the real check, promoted, rolled back, golden
-requests recorded. Needs a database the worker process can share (not in-memory SQLite)."""
+requests recorded. The worker process shares the test database (a file with SQLite)."""
 
 from __future__ import annotations
 
@@ -112,3 +112,42 @@ def test_broken_model_fails_validation_with_the_reason(live_worker, tmp_path) ->
     assert failed and failed[0]["message"]
     refused = client.post("/api/models/broken/versions/1/promote/")
     assert refused.status_code == 409 and refused.json()["code"] == "invalid_state"
+
+
+def test_a_cpu_worker_keeps_the_written_placement_and_leaves_the_gpu_check_to_a_gpu_replica(  # type: ignore[no-untyped-def]
+    live_worker, tmp_path
+) -> None:
+    from datetime import UTC, datetime
+
+    from repository import facade
+
+    client = create_token("gpu-bot", "deployer")
+    gpu_dir = write_onnx_mlp(tmp_path / "g", "gpu_mlp", 1, sizes=(4, 8, 2), max_batch_size=8)
+    config = gpu_dir / "config.pbtxt"
+    config.write_text(config.read_text() + "\ninstance_group { kind: KIND_GPU gpus: [ 0, 1 ] }\n")
+    auto_dir = write_onnx_mlp(tmp_path / "a", "auto_mlp", 1, sizes=(4, 8, 2), max_batch_size=8)
+
+    gpu = upload_and_wait(client, "gpu_mlp", {"archive": zipped(gpu_dir)})
+    auto = upload_and_wait(client, "auto_mlp", {"archive": zipped(auto_dir)})
+    assert gpu["state"] == "ready", (gpu["validation"], live_worker.output()[-3000:])
+    assert auto["state"] == "ready", auto["validation"]
+    # Stored as written: KIND_GPU on GPUs 0 and 1, KIND_AUTO left for each replica to resolve.
+    assert "gpus: 0\n  gpus: 1\n  kind: KIND_GPU" in gpu["config"]
+    assert "KIND_CPU" not in auto["config"] and "KIND_GPU" not in auto["config"]
+    assert gpu["gpu_check"]["state"] == "pending"
+    assert gpu["gpu_check"]["message"].startswith("this validation worker: no NVIDIA GPU")
+    assert auto["gpu_check"] == {"state": "", "message": "", "replica": "", "checked_at": None}
+    load = next(s for s in gpu["validation"]["steps"] if s["name"] == "load")
+    assert "on the CPU runtime; GPU check pending" in load["message"]
+
+    # A GPU replica's heartbeat reports the outcome; the registry records it on the version.
+    now = datetime.now(tz=UTC)
+    row = {"model": "gpu_mlp", "version": 1, "state": "READY", "reason": ""}
+    report = {"ok": True, "message": "warm-up and 0 golden request(s) passed on GPU 0, 1"}
+    facade.replica_heartbeat(
+        replica_id="gpu-replica", address="gpu:8000", http_url="http://gpu:8000",
+        started_at=now, versions=[row | {"gpu_check": report}], last_error="",
+    )  # fmt: skip
+    checked = client.get("/api/models/gpu_mlp/versions/1/").json()["gpu_check"]
+    assert (checked["state"], checked["replica"]) == ("passed", "gpu-replica")
+    assert checked["message"] == report["message"] and checked["checked_at"]

@@ -16,7 +16,7 @@ def test_created_key_works_once_listed_without_key_and_stops_when_revoked(
     as_admin, deployer
 ) -> None:  # type: ignore[no-untyped-def]
     response = as_admin.post(
-        "/api/tokens/", {"name": "ci", "role": "deployer", "user": deployer.username}
+        "/api/tokens/", {"name": "ci", "role": "viewer", "user": deployer.username}
     )
     assert response.status_code == 201
     created = response.json()
@@ -30,7 +30,7 @@ def test_created_key_works_once_listed_without_key_and_stops_when_revoked(
 
     listed = as_admin.get("/api/tokens/").json()
     assert [(t["name"], t["role"], t["user"]) for t in listed] == [
-        ("ci", "deployer", deployer.username)
+        ("ci", "viewer", deployer.username)
     ]
     assert "key" not in listed[0] and listed[0]["last_used"] is not None
 

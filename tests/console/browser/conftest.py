@@ -51,7 +51,7 @@ def _subprocess_env(queue: str, **extra: str) -> dict[str, str]:
     shared = {
         "db_name": connection.settings_dict["NAME"],
         "var_dir": str(settings.VAR_DIR),
-        "blob_dir": settings.STORAGES["blobs"]["OPTIONS"]["location"],
+        "blobs": settings.STORAGES["blobs"],
         "upload_dir": str(settings.UPLOAD_DIR),
         "broker_url": settings.CELERY_BROKER_URL,
         "broker_options": settings.CELERY_BROKER_TRANSPORT_OPTIONS,
@@ -220,7 +220,8 @@ class Session:
         self.page.fill("input[name=username]", username)
         self.page.fill("input[name=password]", password)
         self.page.click("button[type=submit]")
-        self.page.wait_for_url("**/")
+        # Exactly the home page: "**/" would also match the login page a refused sign-in stays on.
+        self.page.wait_for_url("/")
 
     def sign_out(self) -> None:
         self.page.click("text=Sign out")

@@ -103,10 +103,6 @@ def console_url(serving_url: str, tmp_path: Path) -> Iterator[str]:
     uvicorn in a subprocess sharing the test database, as ``runconsole`` runs it."""
     from django.db import connection
 
-    if connection.vendor == "sqlite" and connection.creation.is_in_memory_db(
-        connection.settings_dict["NAME"]
-    ):
-        pytest.skip("a console process cannot share an in-memory SQLite test database")
     port = _free_port()
     shared = {
         "db_name": connection.settings_dict["NAME"],

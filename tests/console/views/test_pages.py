@@ -74,6 +74,26 @@ def test_version_page_shows_steps_config_marks_diff_and_io(viewer_client, catalo
     assert "INPUT0" in body and "[-1, 4]" in body and "FP32" in body
 
 
+def test_version_page_shows_a_pending_gpu_check_then_the_replicas_outcome(viewer_client, catalog):
+    version = catalog["v3"]
+    version.gpu_check, version.gpu_check_message = "pending", "this validation worker: no GPU"
+    version.save(update_fields=["gpu_check", "gpu_check_message"])
+    url = reverse("console:version-detail", args=["mlp", 3])
+    body = viewer_client.get(url).content.decode()
+    assert '<span class="badge pending">pending</span>' in body
+    assert "Validated without a usable GPU (this validation worker: no GPU)" in body
+    report = {"ok": False, "message": "GPU check failed: GPU 0: golden request 4: OUTPUT0 differs"}
+    ServingReplica.objects.create(
+        replica_id="gpu-a", address="gpu-a:8000", started_at=timezone.now(),
+        last_seen=timezone.now(),
+        versions=[{"model": "mlp", "version": 3, "state": "UNAVAILABLE",
+                   "reason": report["message"], "gpu_check": report}],
+    )  # fmt: skip
+    body = viewer_client.get(url).content.decode()
+    assert '<span class="badge failed">failed</span>' in body
+    assert "On replica gpu-a" in body and "golden request 4: OUTPUT0 differs" in body
+
+
 def test_failed_version_says_which_step_failed_and_why(viewer_client, catalog):
     version = ModelVersionFactory(
         model=catalog["mlp"],

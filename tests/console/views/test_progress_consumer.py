@@ -14,7 +14,7 @@ from repository.models import ModelVersion
 from repository.services.live import version_group_name
 from tests.factories import ModelVersionFactory, UserFactory
 
-# Pages and consumers read the same rows on SQLite: they also run in the embedded pass.
+# Pages and consumers read the same rows on SQLite as on PostgreSQL.
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.embedded]
 
 

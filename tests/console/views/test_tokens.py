@@ -75,3 +75,13 @@ def test_page_creates_an_invoker_token_and_lists_scope_expiry_and_last_use(admin
     assert "fraud, ranker" in page and "5.0/s, 2 at once" in page
     assert token.expires_at.strftime("%Y-%m-%d") in page
     assert 'class="token-last-used">never' in page
+
+
+def test_page_refuses_an_admin_token_for_another_admin(admin_client, registry_admin):
+    url = reverse("console:token-list")
+    response = admin_client.post(
+        url, {"name": "as-them", "role": "admin", "username": "registry-admin"}
+    )
+    assert response.status_code == 400
+    assert "only with the role invoker or viewer, not admin" in response.content.decode()
+    assert not ApiToken.objects.filter(name="as-them").exists()

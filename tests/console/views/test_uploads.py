@@ -189,6 +189,8 @@ def test_config_suggestion_for_a_single_onnx_file(deployer_client, onnx_bytes):
     data = response.json()
     assert 'name: "INPUT0"' in data["config"] and "dynamic_batching" in data["config"]
     assert "input" in data["autocompleted_fields"]
+    # No device is chosen for the user: the replica that loads the version places it.
+    assert "KIND_CPU" not in data["config"] and "count:" not in data["config"]
 
 
 def test_upload_page_renders_for_deployers(deployer_client):

@@ -60,10 +60,24 @@ def test_gpu_group_naming_a_missing_gpu_is_an_error() -> None:
         normalize_config(parse_config_text(text), gpu_count=2)
 
 
-def test_gpu_groups_are_kept_when_devices_are_not_checked() -> None:
-    text = BASE + "instance_group { kind: KIND_GPU }"
-    cfg = normalize_config(parse_config_text(text), check_devices=False)
-    assert _groups(cfg) == [("m_0", "KIND_GPU", 1, [])]
+def test_groups_keep_what_was_written_when_the_devices_are_unknown() -> None:
+    text = (
+        BASE
+        + "instance_group { kind: KIND_GPU gpus: [ 0, 1 ] count: 2 } instance_group { }"
+        + 'instance_group { name: "c" kind: KIND_CPU }'
+    )
+    cfg = normalize_config(parse_config_text(text), gpu_count=None)
+    assert _groups(cfg) == [
+        ("m_0", "KIND_GPU", 2, [0, 1]),
+        ("m_1", "KIND_AUTO", 0, []),
+        ("c", "KIND_CPU", 0, []),
+    ]
+
+
+def test_a_config_kept_as_written_resolves_on_a_gpu_machine_later() -> None:
+    kept = normalize_config(parse_config_text(BASE + "instance_group { }"), gpu_count=None)
+    assert _groups(normalize_config(kept, gpu_count=2)) == [("m_0", "KIND_GPU", 1, [0, 1])]
+    assert _groups(normalize_config(kept, gpu_count=0)) == [("m_0", "KIND_CPU", 2, [])]
 
 
 def test_version_policy_defaults_to_latest_one() -> None:

@@ -121,7 +121,13 @@ CASES = [
     ),
     (
         ONNX + IO + 'instance_group { profile: "0" }',
-        "instance_group[0].profile: not supported by Portico",
+        "instance_group[0].profile: only TensorRT plans have optimisation profiles",
+    ),
+    (
+        'name: "p" platform: "tensorrt_plan" max_batch_size: 8 '
+        + IO
+        + 'instance_group { kind: KIND_GPU profile: "first" }',
+        "instance_group[0].profile: 'first' is not a profile index (a number from 0)",
     ),
     # dynamic batching
     (
@@ -288,8 +294,17 @@ CASES = [
         ONNX
         + IO
         + "optimization { execution_accelerators { "
-        + 'gpu_execution_accelerator { name: "tensorrt" } } }',
-        "optimization.execution_accelerators: not supported by Portico",
+        + 'gpu_execution_accelerator { name: "openvino" } } }',
+        "optimization.execution_accelerators.gpu_execution_accelerator[0].name: 'openvino' is "
+        "not supported",
+    ),
+    (
+        ONNX
+        + IO
+        + "optimization { execution_accelerators { "
+        + 'cpu_execution_accelerator { name: "openvino" } } }',
+        "optimization.execution_accelerators.cpu_execution_accelerator[0]: 'openvino' is not "
+        "supported by Portico",
     ),
     (
         ONNX + IO + "optimization { cuda { graphs: true } }",

@@ -1,7 +1,8 @@
 """Two first uploads of the same new model name at once: both become versions of one model.
 
-PostgreSQL only: the race needs two real connections and row-level locking (SQLite serialises
-whole-database writes, so it cannot race this way).
+Two real connections race on both databases. Only PostgreSQL lets the second insert reach the new
+model's row and wait on its lock; SQLite serialises whole-database writes, so there the second
+upload waits for the first before it starts.
 """
 
 from __future__ import annotations
@@ -26,9 +27,7 @@ CONFIG = 'name: "racy"\nbackend: "onnxruntime"\n'
 
 
 @pytest.fixture(autouse=True)
-def postgres_only(settings, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    if connection.vendor != "postgresql":
-        pytest.skip("needs PostgreSQL: two connections racing on the model's unique name")
+def private_upload_dir(settings, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     settings.UPLOAD_DIR = tmp_path / "uploads"
 
 
@@ -58,6 +57,8 @@ def wait_for_lock_waiter(timeout_s: float = 10.0) -> None:
 
 
 def test_second_first_upload_waits_for_the_first_and_becomes_version_2(deployer) -> None:  # type: ignore[no-untyped-def]
+    if connection.vendor != "postgresql":
+        pytest.skip("PostgreSQL's row lock on the uncommitted model row (SQLite never gets there)")
     results: dict[str, Any] = {}
     first_holds_the_row = threading.Event()
     second_waits = threading.Event()

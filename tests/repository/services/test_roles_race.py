@@ -1,6 +1,7 @@
 """Two admins demoting each other at once: one of them stays admin.
 
-PostgreSQL only: the race needs two real connections and row-level locking.
+Two real connections race: PostgreSQL's row lock or SQLite's write lock (taken as the transaction
+begins) makes the second wait for the first and see its result.
 """
 
 from __future__ import annotations
@@ -9,7 +10,6 @@ import threading
 from typing import Any
 
 import pytest
-from django.db import connection
 
 from repository.errors import LastAdminError
 from repository.services import user_role, user_role_set
@@ -21,8 +21,6 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 @pytest.mark.parametrize("attempt", range(3))
 def test_two_admins_stepping_down_at_once_leave_one_admin(attempt: int) -> None:
-    if connection.vendor != "postgresql":
-        pytest.skip("needs PostgreSQL: two connections racing on the last-admin check")
     admins = [UserFactory(username=f"admin-{n}", role="admin") for n in range(2)]
     barrier = threading.Barrier(2, timeout=20)
     results: dict[str, Any] = {}

@@ -6,7 +6,12 @@ import hashlib
 
 import pytest
 
-from repository.errors import TokenInvalidError, TokenOutranksUserError, TokenSettingsError
+from repository.errors import (
+    TokenForAnotherUserError,
+    TokenInvalidError,
+    TokenOutranksUserError,
+    TokenSettingsError,
+)
 from repository.models import ApiToken, Event
 from repository.services import api_token_authenticate, api_token_create, api_token_revoke
 
@@ -134,3 +139,22 @@ def test_serving_sees_each_roles_scope(deployer, viewer) -> None:  # type: ignor
         invoker.pk: (("fraud",), True), every.pk: (None, True), read.pk: (None, False),
         call.pk: (None, True), 0: (None, True),
     }  # fmt: skip
+
+
+def test_someone_else_may_create_only_a_viewer_token_for_a_user(
+    registry_admin, second_admin
+) -> None:  # type: ignore[no-untyped-def]
+    for role in ("deployer", "admin"):
+        with pytest.raises(TokenForAnotherUserError) as raised:
+            api_token_create(user=second_admin, role=role, actor=registry_admin)
+        assert raised.value.code == "token_for_another_user"
+    assert not ApiToken.objects.exists()
+    token, _ = api_token_create(user=second_admin, role="viewer", actor=registry_admin)
+    assert (token.user, token.role) == (second_admin, "viewer")
+    event = Event.objects.get(action="token_create")
+    assert (event.actor, event.detail["user"]) == (registry_admin, second_admin.username)
+
+
+def test_a_user_may_create_a_token_of_their_own_role_for_themself(registry_admin) -> None:  # type: ignore[no-untyped-def]
+    token, _ = api_token_create(user=registry_admin, role="admin", actor=registry_admin)
+    assert token.role == "admin"

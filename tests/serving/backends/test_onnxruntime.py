@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -13,6 +14,7 @@ from serving.backends.base import InstancePlacement
 from serving.backends.onnxruntime import OnnxRuntimeInstance
 from serving.core.types import InferRequest, InferResponse, RequestedOutput
 from serving.errors import ErrorCode, ServingError, UnavailableError
+from tests.gpu_requirement import ort_provider_missing, require_gpu
 
 from .specs import spec_for
 
@@ -200,12 +202,7 @@ def test_cpu_session_uses_the_placements_thread_count(tmp_path: Path) -> None:
 
 @pytest.mark.gpu
 def test_gpu_placement_uses_the_cuda_provider(tmp_path: Path) -> None:
-    import onnxruntime as ort
-
-    if "CUDAExecutionProvider" not in ort.get_available_providers():
-        pytest.skip(
-            "needs onnxruntime-gpu with CUDA and an NVIDIA GPU (CUDA provider not available)"
-        )
+    require_gpu(ort_provider_missing("CUDAExecutionProvider"))
     gpu = InstancePlacement(name="m_0", kind="KIND_GPU", device_id=0, intra_op_threads=1)
     instance = OnnxRuntimeInstance(spec_for(demo_models.write_onnx_identity(tmp_path)), gpu)
     instance.load()
@@ -216,6 +213,48 @@ def test_gpu_placement_uses_the_cuda_provider(tmp_path: Path) -> None:
         [InferRequest(model_name="identity", inputs={"INPUT0": data})]
     )
     assert isinstance(result, InferResponse)
+
+
+@pytest.mark.gpu
+def test_tensorrt_accelerator_runs_on_the_tensorrt_provider_with_its_engines_in_the_cache(
+    tmp_path: Path,
+) -> None:
+    require_gpu(ort_provider_missing("TensorrtExecutionProvider"))
+    model_dir = demo_models.write_onnx_mlp(tmp_path / "repo", "mlp", sizes=(8, 16, 4))
+    accelerator = (
+        'optimization { execution_accelerators { gpu_execution_accelerator { name: "tensorrt" '
+        'parameters { key: "precision_mode" value: "FP16" } '
+        'parameters { key: "max_workspace_size_bytes" value: "268435456" } } } }'
+    )
+    spec = dataclasses.replace(
+        spec_for(model_dir, edit=accelerator), cache_dir=tmp_path / "replica-cache"
+    )
+    gpu = InstancePlacement(name="mlp_0", kind="KIND_GPU", device_id=0, intra_op_threads=1)
+    instance = OnnxRuntimeInstance(spec, gpu)
+    instance.load()
+    assert instance.providers[:2] == ["TensorrtExecutionProvider", "CUDAExecutionProvider"]
+    reference = _loaded(model_dir)
+    data = np.random.default_rng(1).standard_normal((3, 8)).astype(np.float32)
+    request = [InferRequest(model_name="mlp", inputs={"INPUT0": data})]
+    (on_gpu,) = instance.execute_checked(request)
+    (on_cpu,) = reference.execute_checked(request)
+    assert isinstance(on_gpu, InferResponse) and isinstance(on_cpu, InferResponse)
+    np.testing.assert_allclose(on_gpu.outputs["OUTPUT0"], on_cpu.outputs["OUTPUT0"], atol=5e-2)
+    engines = tmp_path / "replica-cache" / "engines" / "mlp" / "1"
+    assert any(engines.iterdir()), "the TensorRT engine cache stays in the replica's folder"
+
+
+def test_gpu_placement_without_cuda_is_unavailable_never_run_on_the_cpu(tmp_path: Path) -> None:
+    import onnxruntime as ort
+
+    if "CUDAExecutionProvider" in ort.get_available_providers():
+        pytest.skip("this onnxruntime has the CUDA provider; this checks a CPU build")
+    gpu = InstancePlacement(name="m_0", kind="KIND_GPU", device_id=1, intra_op_threads=1)
+    instance = OnnxRuntimeInstance(spec_for(demo_models.write_onnx_identity(tmp_path)), gpu)
+    with pytest.raises(UnavailableError) as info:
+        instance.load()
+    assert "instance 'm_0' is placed on GPU 1 but onnxruntime" in info.value.message
+    assert "has no CUDAExecutionProvider" in info.value.message
 
 
 def test_sequence_control_tensors_are_not_rejected_as_unknown_inputs() -> None:

@@ -12,6 +12,7 @@ from serving.backends.base import InstancePlacement
 from serving.backends.pytorch import TorchScriptInstance
 from serving.core.types import InferRequest, InferResponse, RequestedOutput
 from serving.errors import ServingError, UnavailableError
+from tests.gpu_requirement import require_gpu, torch_cuda_missing
 
 from .specs import spec_for
 
@@ -75,13 +76,22 @@ def test_corrupt_model_fails_to_load(tmp_path: Path) -> None:
 
 @pytest.mark.gpu
 def test_gpu_placement_runs_on_cuda(add_sub_dir: Path) -> None:
-    import torch
-
-    if not torch.cuda.is_available():
-        pytest.skip("needs torch with CUDA and an NVIDIA GPU (torch.cuda.is_available() is False)")
+    require_gpu(torch_cuda_missing())
     gpu = InstancePlacement(name="t_0", kind="KIND_GPU", device_id=0)
     instance = TorchScriptInstance(spec_for(add_sub_dir), gpu)
     instance.load()
     assert not instance.can_run_inline()
     (result,) = instance.execute_checked([_request(2, 3.0)])
     assert isinstance(result, InferResponse) and result.outputs["OUTPUT__0"][0, 0] == 4.0
+
+
+def test_gpu_placement_without_cuda_is_unavailable_never_run_on_the_cpu(add_sub_dir: Path) -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("torch has CUDA here; this checks a runtime without it")
+    gpu = InstancePlacement(name="t_0", kind="KIND_GPU", device_id=0)
+    with pytest.raises(UnavailableError) as info:
+        TorchScriptInstance(spec_for(add_sub_dir), gpu).load()
+    assert "instance 't_0' is placed on GPU 0 but torch" in info.value.message
+    assert "torch.cuda.is_available() is False" in info.value.message

@@ -6,6 +6,7 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
 from serving.observability import system_metrics
+from tests.gpu_requirement import nvml_gpu_missing, require_gpu
 
 pytestmark = pytest.mark.embedded
 
@@ -20,6 +21,21 @@ def _scrape() -> dict[str, float]:
             name, value = line.rsplit(" ", 1)
             samples[name] = float(value)
     return samples
+
+
+@pytest.mark.gpu
+def test_every_gpu_nvml_lists_has_tritons_series_with_its_uuid() -> None:
+    require_gpu(nvml_gpu_missing())
+    from serving.core.devices import detected_gpus
+
+    samples = _scrape()
+    for device in detected_gpus():
+        label = f'{{gpu_uuid="{device.uuid}"}}'
+        assert samples[f"nv_gpu_memory_total_bytes{label}"] == device.memory_total_bytes
+        assert 0 <= samples[f"nv_gpu_memory_used_bytes{label}"] <= device.memory_total_bytes
+        assert 0.0 <= samples[f"nv_gpu_utilization{label}"] <= 1.0
+        assert 0 < samples[f"nv_gpu_power_usage{label}"] <= samples[f"nv_gpu_power_limit{label}"]
+        assert samples[f"nv_energy_consumption{label}"] > 0
 
 
 def test_cpu_and_memory_gauges_use_triton_names() -> None:

@@ -49,7 +49,7 @@ def test_bytes_framing_round_trip_and_errors() -> None:
     assert raw == b"\x01\x00\x00\x00a\x00\x00\x00\x00\x02\x00\x00\x00\xc3\xa9"
     back = tensor_from_bytes(raw, "BYTES", [3], name="x", model_name="m")
     assert back.tolist() == array.tolist()
-    with pytest.raises(InvalidArgumentError, match="expecting 2"):
+    with pytest.raises(InvalidArgumentError, match="more than the 2 its shape declares"):
         tensor_from_bytes(raw, "BYTES", [2], name="x", model_name="m")
     with pytest.raises(InvalidArgumentError, match="claims 9 bytes"):
         tensor_from_bytes(struct.pack("<I", 9) + b"abc", "BYTES", [1], name="x", model_name="m")

@@ -172,10 +172,14 @@ def test_health_service_check(server: ServingProcess) -> None:
     assert answer.status == health_pb2.HealthCheckResponse.SERVING
 
 
-def test_large_messages_are_accepted(client: Any) -> None:
-    x = np.ones((1, 2_000_000), dtype=np.float32)  # 8 MB, over gRPC's 4 MiB default
-    result = client.infer("identity", [fp32_input(x)])
-    assert result.as_numpy("OUTPUT0").shape == (1, 2_000_000)
+def test_messages_up_to_the_http_max_input_size_are_accepted_and_larger_ones_refused(
+    client: Any,
+) -> None:
+    x = np.ones((1, 200_000), dtype=np.float32)  # 800 kB, under the server's 1 MiB cap
+    assert client.infer("identity", [fp32_input(x)]).as_numpy("OUTPUT0").shape == (1, 200_000)
+    x = np.ones((1, 300_000), dtype=np.float32)  # 1.2 MB
+    error = error_of(lambda: client.infer("identity", [fp32_input(x)]))
+    assert error.status() == "StatusCode.RESOURCE_EXHAUSTED"
 
 
 def test_perf_analyzer_frontend_parameter_is_accepted(stub: Any) -> None:

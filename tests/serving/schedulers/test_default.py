@@ -171,3 +171,25 @@ async def test_a_scheduling_bug_fails_its_batch_and_the_worker_keeps_serving() -
     assert (await scheduler.infer(request("r1"))).id == "r1"
     assert scheduler.statistics.failures_by_reason["OTHER"] == 1 and scheduler.in_flight == 0
     await scheduler.stop(drain_timeout_s=1)
+
+
+async def test_default_scheduler_queue_is_bounded_and_refuses_with_exceeds_maximum_queue_size() -> (
+    None
+):
+    import threading
+
+    instance = RecordingInstance(make_spec(CONFIG))
+    instance.gate = threading.Event()
+    scheduler = await started([instance])
+    held = asyncio.create_task(scheduler.infer(request("hold")))
+    while not instance.batches:
+        await asyncio.sleep(0.002)
+    queued = [asyncio.create_task(scheduler.infer(request(f"r{i}"))) for i in range(1024)]
+    await asyncio.sleep(0.01)
+    assert scheduler.queue_depth == scheduler.max_queue_size == 1024
+    with pytest.raises(UnavailableError, match="^Exceeds maximum queue size$"):
+        await scheduler.infer(request("one too many"))
+    assert scheduler.statistics.failures_by_reason["REJECTED"] == 1
+    instance.gate.set()
+    await asyncio.gather(held, *queued)
+    await scheduler.stop(drain_timeout_s=1)

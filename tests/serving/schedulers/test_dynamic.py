@@ -302,3 +302,26 @@ async def test_request_larger_than_every_preferred_size_goes_without_waiting_the
     assert loop.time() - began < 1.5 and instance.batches == [["big"]]
     assert scheduler.statistics.batch_release_reasons["max_batch"] == 1
     await scheduler.stop(drain_timeout_s=1)
+
+
+async def test_unset_max_queue_size_is_bounded_by_the_default() -> None:
+    from serving.schedulers.queue_bounds import default_max_queue_size
+
+    scheduler, [instance] = await started(config("", max_batch=4))
+    bound = default_max_queue_size(4)
+    assert bound == 1024
+    held = await hold(scheduler, instance)
+    tasks = await submit(scheduler, *(request(f"r{i}") for i in range(bound)))
+    with pytest.raises(ServingError, match="^Exceeds maximum queue size$") as info:
+        await scheduler.infer(request("one too many"))
+    assert info.value.code.value == "UNAVAILABLE"
+    results = await release(instance, held, tasks)
+    assert not any(isinstance(r, BaseException) for r in results)
+    await scheduler.stop(drain_timeout_s=1)
+
+
+def test_default_queue_bound_grows_with_max_batch_size() -> None:
+    from serving.schedulers.queue_bounds import default_max_queue_size
+
+    assert default_max_queue_size(0) == default_max_queue_size(16) == 1024
+    assert default_max_queue_size(64) == 4096

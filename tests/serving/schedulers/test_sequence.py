@@ -110,14 +110,33 @@ async def test_interleaved_sequences_get_their_own_control_values() -> None:
     await scheduler.stop(drain_timeout_s=1)
 
 
-async def test_direct_batches_pad_empty_slots_with_ready_false_copies() -> None:
-    scheduler, [instance] = await started(config())
+class SequenceRecorder(RecordingInstance):
+    """Also records each request's correlation id, outputs asked for and response stream."""
+
+    def __init__(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(*args, **kwargs)
+        self.seen: list[list[tuple[int | str, object, object]]] = []
+
+    def execute(self, requests: Sequence[InferRequest]) -> list[ExecuteResult]:
+        self.seen.append([(r.sequence_id, r.outputs, r.responses) for r in requests])
+        return super().execute(requests)
+
+
+async def test_direct_batches_pad_empty_slots_with_null_requests() -> None:
+    scheduler, [instance] = await started(config(), cls=SequenceRecorder)
     await scheduler.infer(seq("a1", 1, start=True))  # slot 0
-    await scheduler.infer(seq("b1", 2, start=True))  # slot 1
-    await scheduler.infer(seq("b2", 2))  # only slot 1 has work: slot 0 padded
+    await scheduler.infer(seq("b1", 2, start=True, value=7.0))  # slot 1
+    await scheduler.infer(seq("b2", 2, value=7.0))  # only slot 1 has work: slot 0 padded
     assert instance.batches[-1] == ["", "b2"]
-    padded = instance.inputs_seen[-1]
-    assert [bool(inputs["READY"][0, 0]) for inputs in padded] == [False, True]
+    null, real = instance.inputs_seen[-1]
+    assert [bool(inputs["READY"][0, 0]) for inputs in (null, real)] == [False, True]
+    # Triton's null request: zeros shaped like the real one, correlation id 0 everywhere.
+    assert null["IN"].shape == real["IN"].shape and not null["IN"].any()
+    assert int(null["CORRID"][0, 0]) == 0 and int(real["CORRID"][0, 0]) == 2
+    assert (int(null["START"][0, 0]), float(null["END"][0, 0])) == (0, 0.0)
+    assert isinstance(instance, SequenceRecorder)
+    assert instance.seen[-1][0] == (0, [], None)  # no outputs asked for, no response stream
+    assert instance.seen[-1][1][0] == 2
     assert scheduler.statistics.inference_count == 3  # padding is not an inference
     instance.gate = threading.Event()
     held = asyncio.create_task(scheduler.infer(seq("a2", 1)))
@@ -168,11 +187,14 @@ async def test_idle_sequence_is_ended_and_its_slot_given_to_the_backlog() -> Non
 
 
 async def test_string_correlation_ids_with_a_string_corrid_control() -> None:
-    scheduler, _ = await started(config(corrid="TYPE_STRING"))
+    scheduler, [instance] = await started(config(corrid="TYPE_STRING"))
     first = await scheduler.infer(seq("a1", "user-7", start=True))
-    second = await scheduler.infer(seq("a2", "user-7", end=True))
+    await scheduler.infer(seq("b1", "user-8", start=True))
+    second = await scheduler.infer(seq("b2", "user-8", end=True))
     assert first.outputs["CORRID"][0, 0] == b"user-7"
     assert controls(second)[:3] == (0, 1.0, True)
+    null = instance.inputs_seen[-1][0]
+    assert null["CORRID"][0, 0] == b""  # the null request's correlation id
     await scheduler.stop(drain_timeout_s=1)
 
 
@@ -320,4 +342,98 @@ async def test_initial_state_can_come_from_a_data_file(tmp_path) -> None:  # typ
     second = await scheduler.infer(seq("a2", 1, end=True, value=1.0))
     assert float(first.outputs["ACC"][0, 0]) == 101.0
     assert float(second.outputs["ACC"][0, 0]) == 102.0
+    await scheduler.stop(drain_timeout_s=1)
+
+
+def with_parameters(text: str, **parameters: int) -> str:
+    entries = " ".join(
+        f'parameters {{ key: "{key}" value {{ string_value: "{value}" }} }}'
+        for key, value in parameters.items()
+    )
+    return f"{text} {entries}"
+
+
+async def test_a_backlogged_sequence_whose_client_left_never_takes_a_slot() -> None:
+    scheduler, _ = await started(config(max_batch=1, idle_us=60_000_000))
+    await scheduler.infer(seq("a1", 1, start=True))  # holds the only slot, idle for a minute
+    abandoned = asyncio.create_task(scheduler.infer(seq("b1", 2, start=True)))
+    while scheduler.backlog_length == 0:
+        await asyncio.sleep(0.002)
+    abandoned.cancel()  # the client disconnects while its START waits for a slot
+    with pytest.raises(asyncio.CancelledError):
+        await abandoned
+    assert scheduler.backlog_length == 0 and scheduler.queue_depth == 0
+    await scheduler.infer(seq("a2", 1, end=True))
+    assert scheduler.active_sequences == 0  # the freed slot went to nobody
+    third = await asyncio.wait_for(scheduler.infer(seq("c1", 3, start=True)), timeout=5)
+    assert controls(third)[3] == 3
+    await scheduler.stop(drain_timeout_s=1)
+
+
+async def test_a_slot_handed_over_from_the_backlog_is_freed_by_the_idle_timer() -> None:
+    scheduler, _ = await started(config(max_batch=1, idle_us=100_000))
+    await scheduler.infer(seq("a1", 1, start=True))
+    waited = await asyncio.wait_for(scheduler.infer(seq("b1", 2, start=True)), timeout=5)
+    assert controls(waited)[3] == 2
+    # b sends nothing more: its idle timer frees the slot for the next sequence.
+    third = await asyncio.wait_for(scheduler.infer(seq("c1", 3, start=True)), timeout=5)
+    assert controls(third)[3] == 3
+    await scheduler.stop(drain_timeout_s=1)
+
+
+async def test_a_full_backlog_refuses_new_sequences_with_unavailable() -> None:
+    text = with_parameters(config(max_batch=1, idle_us=60_000_000), sequence_backlog_size=1)
+    scheduler, _ = await started(text)
+    await scheduler.infer(seq("a1", 1, start=True))
+    waiting = asyncio.create_task(scheduler.infer(seq("b1", 2, start=True)))
+    while scheduler.backlog_length == 0:
+        await asyncio.sleep(0.002)
+    with pytest.raises(ServingError) as info:
+        await scheduler.infer(seq("c1", 3, start=True))
+    assert info.value.code.value == "UNAVAILABLE"
+    assert info.value.message == (
+        "inference request for sequence 3 to model 's' was refused: the sequence backlog is "
+        "full (1 sequences wait for a slot)"
+    )
+    assert scheduler.statistics.failures_by_reason["REJECTED"] == 1
+    with pytest.raises(ServingError, match="must specify the START flag"):
+        await scheduler.infer(seq("c2", 3))  # the refused sequence was never registered
+    await scheduler.infer(seq("a2", 1, end=True))
+    assert controls(await asyncio.wait_for(waiting, timeout=5))[3] == 2
+    await scheduler.stop(drain_timeout_s=1)
+
+
+def test_the_backlog_bound_defaults_to_sixteen_sequences_per_slot() -> None:
+    from serving.schedulers.sequence_backlog import SequenceBacklog
+
+    spec = make_spec(config(max_batch=4))
+    backlog: SequenceBacklog[object] = SequenceBacklog(
+        spec.config, slot_count=8, on_expired=lambda item: None
+    )
+    assert (backlog.max_size, backlog.timeout_us) == (128, 60_000_000)
+
+
+@pytest.mark.parametrize("how", ["backlog_timeout", "request_timeout"])
+async def test_a_sequence_waiting_too_long_in_the_backlog_expires(how: str) -> None:
+    text = config(max_batch=1, idle_us=60_000_000)
+    fields: dict[str, int] = {}
+    if how == "backlog_timeout":
+        text = with_parameters(text, sequence_backlog_timeout_us=100_000)
+    else:
+        fields["timeout_us"] = 100_000  # Triton's way: the request's own timeout
+    scheduler, _ = await started(text)
+    await scheduler.infer(seq("a1", 1, start=True))
+    start = request("b1", model="s", sequence_id=2, sequence_start=True, **fields)
+    waiting = asyncio.create_task(scheduler.infer(start))
+    while scheduler.backlog_length == 0:
+        await asyncio.sleep(0.002)
+    later = asyncio.create_task(scheduler.infer(seq("b2", 2)))
+    for task in (waiting, later):
+        with pytest.raises(ServingError) as info:
+            await asyncio.wait_for(task, timeout=5)
+        assert info.value.code.value == "UNAVAILABLE"
+        assert info.value.message == "timeout of the corresponding sequence has been expired"
+    assert scheduler.backlog_length == 0 and scheduler.queue_depth == 0
+    assert scheduler.statistics.failures_by_reason["REJECTED"] == 2
+    assert scheduler.active_sequences == 1  # a still holds its slot; nothing else changed
     await scheduler.stop(drain_timeout_s=1)

@@ -3,10 +3,12 @@ reaching live traffic without a dropped request, verified artifacts, heartbeats.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import tempfile
 import threading
 import time
+from contextlib import ExitStack, closing
 from pathlib import Path
 from typing import Any
 
@@ -50,8 +52,8 @@ def promote(version: Any) -> None:
 
 
 def retrying(change: Any) -> Any:
-    """Run a registry write, retrying while SQLite's shared in-memory test database is locked by
-    the replica's reader thread (PostgreSQL never needs this)."""
+    """Run a registry write, retrying while SQLite's test database is locked by the replica's
+    reader thread (PostgreSQL never needs this)."""
     from django.db import OperationalError, transaction
 
     for _ in range(50):
@@ -268,11 +270,14 @@ def test_postgres_notify_wakes_the_replica_without_redis(tmp_path: Path) -> None
         )
 
 
-def test_imported_demo_ensemble_serves_once_its_composing_models_load(tmp_path: Path) -> None:
+def test_imported_demo_ensemble_serves_once_its_composing_models_load(  # type: ignore[no-untyped-def]
+    tmp_path: Path, registry_admin
+) -> None:
     from django.core.management import call_command
 
     dm.write_demo_repository(tmp_path / "demo")
-    retrying(lambda: call_command("import_repository", str(tmp_path / "demo"), sync=True))
+    demo, vouch = str(tmp_path / "demo"), registry_admin.username  # its Python code needs one
+    retrying(lambda: call_command("import_repository", demo, sync=True, approved_by=vouch))
     with ServingProcess(registry_settings(tmp_path)) as server:
         client = httpclient.InferenceServerClient(server.http_url)
         assert client.is_model_ready("pipeline")
@@ -285,3 +290,82 @@ def test_imported_demo_ensemble_serves_once_its_composing_models_load(tmp_path: 
         step.set_data_from_numpy(normalised)
         by_hand = client.infer("mlp", [step]).as_numpy("OUTPUT0")
         np.testing.assert_allclose(through_ensemble, by_hand, rtol=1e-5)
+
+
+def on_demand_settings(tmp_path: Path, **overrides: Any) -> ServingSettings:
+    return dataclasses.replace(registry_settings(tmp_path), **overrides)
+
+
+def version_rows(client: httpclient.InferenceServerClient) -> dict[str, dict[str, Any]]:
+    return {m["version"]: m for m in client.get_model_repository_index() if "version" in m}
+
+
+def test_failed_on_demand_load_does_not_block_later_promotions(tmp_path: Path) -> None:
+    onnx, config = identity_onnx(tmp_path)
+    v1 = registry_version("ident", 1, onnx, config)
+    registry_version("ident", 2, b"not an onnx model", config)
+    v3 = registry_version("ident", 3, onnx, config)
+    promote(v1)
+    with ExitStack() as stack, ServingProcess(registry_settings(tmp_path)) as server:
+        client = stack.enter_context(closing(httpclient.InferenceServerClient(server.http_url)))
+        x = np.ones((1, 2), dtype=np.float32)
+        with pytest.raises(InferenceServerException):
+            client.infer("ident", [identity_input(x)], model_version="2")
+        promote(v3)
+        wait_for(
+            lambda: (
+                client.infer("ident", [identity_input(x)]).get_response()["model_version"] == "3"
+            )
+        )
+
+
+def test_on_demand_versions_are_capped_with_the_least_recently_used_evicted(
+    tmp_path: Path,
+) -> None:
+    onnx, config = identity_onnx(tmp_path)
+    promote(registry_version("ident", 1, onnx, config))
+    for number in (2, 3, 4):
+        registry_version("ident", number, onnx, config)
+    settings = on_demand_settings(tmp_path, on_demand_max_versions=2)
+    with ExitStack() as stack, ServingProcess(settings) as server:
+        client = stack.enter_context(closing(httpclient.InferenceServerClient(server.http_url)))
+        x = np.ones((1, 2), dtype=np.float32)
+        for number in ("2", "3", "2", "4"):  # 3 is then the least recently used
+            result = client.infer("ident", [identity_input(x)], model_version=number)
+            assert result.get_response()["model_version"] == number
+            time.sleep(0.01)  # distinct last-use times (they are kept in milliseconds)
+        rows = version_rows(client)
+        assert {v: rows[v]["state"] for v in ("1", "2", "3", "4")} == {
+            "1": "READY", "2": "READY", "3": "UNAVAILABLE", "4": "READY",
+        }  # fmt: skip
+        assert rows["3"]["reason"] == "unloaded"
+        result = client.infer("ident", [identity_input(x)], model_version="3")  # loads again
+        assert result.get_response()["model_version"] == "3"
+        assert version_rows(client)["2"]["state"] == "UNAVAILABLE"
+
+
+def test_idle_on_demand_version_is_unloaded(tmp_path: Path) -> None:
+    onnx, config = identity_onnx(tmp_path)
+    promote(registry_version("ident", 1, onnx, config))
+    registry_version("ident", 2, onnx, config)
+    settings = on_demand_settings(tmp_path, on_demand_idle_s=0.3)
+    with ExitStack() as stack, ServingProcess(settings) as server:
+        client = stack.enter_context(closing(httpclient.InferenceServerClient(server.http_url)))
+        x = np.ones((1, 2), dtype=np.float32)
+        client.infer("ident", [identity_input(x)], model_version="2")
+        wait_for(lambda: version_rows(client)["2"]["state"] == "UNAVAILABLE")
+        assert version_rows(client)["1"]["state"] == "READY"
+        result = client.infer("ident", [identity_input(x)], model_version="2")
+        assert result.get_response()["model_version"] == "2"
+
+
+def test_on_demand_loading_off_refuses_unloaded_versions(tmp_path: Path) -> None:
+    onnx, config = identity_onnx(tmp_path)
+    promote(registry_version("ident", 1, onnx, config))
+    registry_version("ident", 2, onnx, config)
+    settings = on_demand_settings(tmp_path, on_demand_max_versions=0)
+    with ExitStack() as stack, ServingProcess(settings) as server:
+        client = stack.enter_context(closing(httpclient.InferenceServerClient(server.http_url)))
+        x = np.ones((1, 2), dtype=np.float32)
+        with pytest.raises(InferenceServerException, match="version 2 is not found"):
+            client.infer("ident", [identity_input(x)], model_version="2")

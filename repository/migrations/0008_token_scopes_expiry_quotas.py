@@ -11,7 +11,7 @@ import repository.models.tokens
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("repository", "0005_event_detach_on_delete"),
+        ("repository", "0007_version_gpu_check"),
     ]
 
     operations = [

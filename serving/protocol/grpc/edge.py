@@ -1,0 +1,107 @@
+"""The gRPC listener's edge: Triton's restricted protocols and the in-flight cap, as one server
+interceptor that every RPC passes through before the servicer.
+
+A restricted group's RPC without ``triton-grpc-protocol-<key>: <value>`` metadata ends with
+UNAVAILABLE ``This protocol is restricted, expecting header 'triton-grpc-protocol-<key>'``
+(Triton's answer); past the replica's in-flight cap an RPC ends with UNAVAILABLE before its work
+starts. Health RPCs are never counted against the cap.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from typing import Any
+
+import grpc
+
+from serving.protocol.admission import InFlightLimit
+from serving.protocol.restricted import (
+    GRPC_METHOD_GROUPS,
+    HEALTH,
+    Restriction,
+    grpc_refusal,
+)
+
+Continuation = Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler | None]]
+
+
+class EdgeInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
+    """Restricted protocols first, then the in-flight cap (``limit`` None: no cap)."""
+
+    def __init__(
+        self, restrictions: Mapping[str, Restriction], limit: InFlightLimit | None
+    ) -> None:
+        self.restrictions = dict(restrictions)
+        self.limit = limit
+        self._counted: dict[str, grpc.RpcMethodHandler] = {}  # method -> its counted handler
+
+    async def intercept_service(
+        self, continuation: Continuation, details: grpc.HandlerCallDetails
+    ) -> grpc.RpcMethodHandler | None:
+        handler = await continuation(details)
+        if handler is None:
+            return None
+        group = GRPC_METHOD_GROUPS.get(details.method)
+        restriction = self.restrictions.get(group) if group is not None else None
+        if restriction is not None and not _carries(details, restriction):
+            return _refusing(handler, grpc_refusal(restriction))
+        if self.limit is None or group == HEALTH or not self.limit.limit:
+            return handler
+        counted = self._counted.get(details.method)
+        if counted is None:  # built once per method: this runs on every RPC
+            counted = self._counted[details.method] = _counted(handler, self.limit)
+        return counted
+
+
+def _carries(details: grpc.HandlerCallDetails, restriction: Restriction) -> bool:
+    metadata = details.invocation_metadata or ()
+    return any(m.key == restriction.key and m.value == restriction.value for m in metadata)
+
+
+def _refusing(handler: grpc.RpcMethodHandler, message: str) -> grpc.RpcMethodHandler:
+    async def refuse(request: Any, context: grpc.aio.ServicerContext) -> None:
+        await context.abort(grpc.StatusCode.UNAVAILABLE, message)
+
+    return _same_kind(handler, refuse)
+
+
+def _counted(handler: grpc.RpcMethodHandler, limit: InFlightLimit) -> grpc.RpcMethodHandler:
+    if handler.unary_unary is not None:
+        behavior = handler.unary_unary
+
+        async def unary(request: Any, context: grpc.aio.ServicerContext) -> Any:
+            if not limit.try_enter():
+                await context.abort(grpc.StatusCode.UNAVAILABLE, limit.message)
+            try:
+                return await behavior(request, context)
+            finally:
+                limit.leave()
+
+        return _same_kind(handler, unary)
+    streaming = handler.stream_stream or handler.unary_stream
+    if streaming is None:  # client streaming with one answer: no such RPC is served
+        return handler
+
+    async def stream(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+        if not limit.try_enter():
+            await context.abort(grpc.StatusCode.UNAVAILABLE, limit.message)
+        try:
+            async for item in streaming(request, context):
+                yield item
+        finally:
+            limit.leave()
+
+    return _same_kind(handler, stream)
+
+
+def _same_kind(handler: grpc.RpcMethodHandler, behavior: Any) -> grpc.RpcMethodHandler:
+    """A handler like ``handler`` (same streaming kind and codecs) running ``behavior``."""
+    codecs = {"request_deserializer": handler.request_deserializer,
+              "response_serializer": handler.response_serializer}  # fmt: skip
+    if handler.unary_unary is not None:
+        return grpc.unary_unary_rpc_method_handler(behavior, **codecs)
+    if handler.unary_stream is not None:
+        return grpc.unary_stream_rpc_method_handler(behavior, **codecs)
+    if handler.stream_unary is not None:
+        return grpc.stream_unary_rpc_method_handler(behavior, **codecs)
+    return grpc.stream_stream_rpc_method_handler(behavior, **codecs)

@@ -1,0 +1,241 @@
+"""deploy/kubernetes renders with `kubectl kustomize` into a stack that probes, drains, scales and
+isolates serving as docs/deploy.md says."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+pytestmark = pytest.mark.embedded
+
+ROOT = Path(__file__).resolve().parents[2]
+KUBERNETES = ROOT / "deploy" / "kubernetes"
+KUBECTL = shutil.which("kubectl")
+SERVING_LABELS = {"app.kubernetes.io/name": "portico", "app.kubernetes.io/component": "serving"}
+
+needs_kubectl = pytest.mark.skipif(
+    KUBECTL is None, reason="kubectl (for kustomize) is not installed"
+)
+
+
+def _render(directory: Path) -> list[dict[str, Any]]:
+    assert KUBECTL is not None
+    out = subprocess.run(
+        [KUBECTL, "kustomize", str(directory)], capture_output=True, text=True, check=True
+    ).stdout
+    return [doc for doc in yaml.safe_load_all(out) if doc]
+
+
+def _one(docs: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:
+    found = [d for d in docs if d["kind"] == kind and d["metadata"]["name"] == name]
+    assert len(found) == 1, f"{kind}/{name}: {len(found)} found"
+    return found[0]
+
+
+def _container(deployment: dict[str, Any]) -> dict[str, Any]:
+    containers = deployment["spec"]["template"]["spec"]["containers"]
+    assert len(containers) == 1
+    return containers[0]
+
+
+@pytest.fixture(scope="module", params=["cpu", "gpu"])
+def overlay(request: pytest.FixtureRequest) -> tuple[str, list[dict[str, Any]]]:
+    if KUBECTL is None:
+        pytest.skip("kubectl (for kustomize) is not installed")
+    return request.param, _render(KUBERNETES / "overlays" / request.param)
+
+
+@pytest.fixture
+def with_keda(tmp_path: Path) -> Iterator[list[dict[str, Any]]]:
+    # kustomize takes only relative paths to other kustomizations.
+    rel = os.path.relpath(KUBERNETES, tmp_path)
+    (tmp_path / "kustomization.yaml").write_text(
+        f"resources: [{rel}/overlays/cpu]\ncomponents: [{rel}/components/keda]\n"
+    )
+    yield _render(tmp_path)
+
+
+def test_serving_is_probed_for_readiness_liveness_and_startup(overlay: tuple) -> None:
+    _, docs = overlay
+    serving = _container(_one(docs, "Deployment", "portico-serving"))
+    assert serving["readinessProbe"]["httpGet"]["path"] == "/v2/health/ready"
+    assert serving["livenessProbe"]["httpGet"]["path"] == "/v2/health/live"
+    startup = serving["startupProbe"]
+    # Liveness must not kill a replica that is still loading models: minutes of start-up allowed.
+    assert startup["periodSeconds"] * startup["failureThreshold"] >= 300
+
+
+def test_termination_grace_covers_prestop_and_the_drain(overlay: tuple) -> None:
+    _, docs = overlay
+    deployment = _one(docs, "Deployment", "portico-serving")
+    spec = deployment["spec"]["template"]["spec"]
+    prestop_s = _container(deployment)["lifecycle"]["preStop"]["sleep"]["seconds"]
+    exit_timeout_s = 30  # serving's default SERVING_EXIT_TIMEOUT_SECS (serving/settings.py)
+    assert spec["terminationGracePeriodSeconds"] > prestop_s + exit_timeout_s
+    assert deployment["spec"]["strategy"]["rollingUpdate"]["maxUnavailable"] == 0
+
+
+def test_every_container_has_requests_limits_and_a_locked_down_context(overlay: tuple) -> None:
+    _, docs = overlay
+    for deployment in (d for d in docs if d["kind"] in ("Deployment", "Job")):
+        pod = deployment["spec"]["template"]["spec"]
+        container = _container(deployment)
+        name = deployment["metadata"]["name"]
+        assert container["resources"]["requests"]["cpu"], name
+        assert container["resources"]["limits"]["memory"], name
+        assert pod["securityContext"]["runAsNonRoot"] is True, name
+        assert pod["automountServiceAccountToken"] is False, name
+        assert container["securityContext"]["allowPrivilegeEscalation"] is False, name
+        assert container["securityContext"]["capabilities"]["drop"] == ["ALL"], name
+
+
+def test_gpu_overlay_requests_a_gpu_and_cpu_overlay_does_not(overlay: tuple) -> None:
+    kind, docs = overlay
+    serving = _one(docs, "Deployment", "portico-serving")
+    resources = _container(serving)["resources"]
+    if kind == "gpu":
+        assert resources["limits"]["nvidia.com/gpu"] == 1
+        assert serving["spec"]["template"]["spec"]["tolerations"][0]["key"] == "nvidia.com/gpu"
+        assert _container(serving)["image"] == "portico:gpu"
+    else:
+        assert "nvidia.com/gpu" not in resources["limits"]
+        assert _container(serving)["image"] == "portico:latest"
+
+
+def test_serving_spreads_across_nodes_and_keeps_a_disruption_budget(overlay: tuple) -> None:
+    _, docs = overlay
+    pod = _one(docs, "Deployment", "portico-serving")["spec"]["template"]["spec"]
+    term = pod["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"][0]
+    assert term["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"
+    pdb = _one(docs, "PodDisruptionBudget", "portico-serving")
+    assert pdb["spec"]["selector"]["matchLabels"] == SERVING_LABELS
+    assert pdb["spec"]["maxUnavailable"] == 1
+
+
+def test_autoscaler_uses_the_queue_time_metric_the_adapter_publishes(overlay: tuple) -> None:
+    _, docs = overlay
+    hpa = _one(docs, "HorizontalPodAutoscaler", "portico-serving")
+    metric = hpa["spec"]["metrics"][0]["external"]["metric"]["name"]
+    values = yaml.safe_load(
+        (KUBERNETES / "autoscaling" / "prometheus-adapter-values.yaml").read_text()
+    )
+    rule = values["rules"]["external"][0]
+    assert rule["name"]["as"] == metric
+    query = rule["metricsQuery"]
+    assert "nv_inference_queue_duration_us" in query and "nv_inference_request_success" in query
+    assert hpa["spec"]["scaleTargetRef"]["name"] == "portico-serving"
+
+
+def test_keda_component_replaces_the_hpa_with_the_same_query(with_keda: list) -> None:
+    assert not [d for d in with_keda if d["kind"] == "HorizontalPodAutoscaler"]
+    scaled = _one(with_keda, "ScaledObject", "portico-serving")
+    trigger = scaled["spec"]["triggers"][0]
+    assert trigger["type"] == "prometheus"
+    assert "nv_inference_queue_duration_us" in trigger["metadata"]["query"]
+    hpa_target = _one(
+        _render(KUBERNETES / "overlays" / "cpu"), "HorizontalPodAutoscaler", "portico-serving"
+    )["spec"]["metrics"][0]["external"]["target"]["value"]
+    assert trigger["metadata"]["threshold"] == hpa_target
+
+
+def test_secrets_are_referenced_never_inlined(overlay: tuple) -> None:
+    _, docs = overlay
+    assert not [d for d in docs if d["kind"] == "Secret"]
+    rendered = json.dumps(docs)
+    assert not re.search(r'"name": "(SECRET_KEY|DATABASE_URL|REDIS_URL)"', rendered)
+    serving = _container(_one(docs, "Deployment", "portico-serving"))
+    secrets = {e["secretRef"]["name"] for e in serving["envFrom"] if "secretRef" in e}
+    assert secrets == {"portico-serving", "portico-s3"}  # never the console's SECRET_KEY
+    console = _container(_one(docs, "Deployment", "portico-console"))
+    assert {"secretRef": {"name": "portico-console"}} in console["envFrom"]
+
+
+def test_every_process_that_touches_artifacts_reads_them_from_object_storage(
+    overlay: tuple,
+) -> None:
+    _, docs = overlay
+    storage = _one(docs, "ConfigMap", "portico-storage")["data"]
+    assert storage["PORTICO_BLOB_STORAGE"] == "s3" and storage["PORTICO_BLOB_S3_BUCKET"]
+    for name in ("portico-serving", "portico-console", "portico-worker"):
+        env_from = _container(_one(docs, "Deployment", name))["envFrom"]
+        assert {"configMapRef": {"name": "portico-storage"}} in env_from, name
+        assert {"secretRef": {"name": "portico-s3", "optional": True}} in env_from, name
+
+
+def test_serving_runs_without_the_console_key_and_caches_below_the_volume_root(
+    overlay: tuple,
+) -> None:
+    _, docs = overlay
+    serving = _container(_one(docs, "Deployment", "portico-serving"))
+    env = {e["name"]: e.get("value") for e in serving["env"]}
+    assert env["DJANGO_SETTINGS_MODULE"] == "console.settings.serving"
+    mounts = {m["mountPath"] for m in serving["volumeMounts"]}
+    assert env["SERVING_CACHE_DIR"] not in mounts
+    assert any(env["SERVING_CACHE_DIR"].startswith(m + "/") for m in mounts)
+
+
+def test_network_is_denied_by_default_and_every_pod_has_a_policy(overlay: tuple) -> None:
+    _, docs = overlay
+    policies = [d for d in docs if d["kind"] == "NetworkPolicy"]
+    deny = _one(docs, "NetworkPolicy", "default-deny")
+    assert deny["spec"] == {"podSelector": {}, "policyTypes": ["Ingress", "Egress"]}
+    selected = {
+        p["spec"]["podSelector"].get("matchLabels", {}).get("app.kubernetes.io/component")
+        for p in policies
+    }
+    for workload in (d for d in docs if d["kind"] in ("Deployment", "Job")):
+        component = workload["spec"]["template"]["metadata"]["labels"][
+            "app.kubernetes.io/component"
+        ]
+        assert component in selected, component
+    worker = _one(docs, "NetworkPolicy", "worker")
+    assert "ingress" not in worker["spec"]  # nothing may call a worker
+
+
+def test_serving_metrics_are_scraped_through_the_service_not_a_static_list(overlay: tuple) -> None:
+    _, docs = overlay
+    monitor = _one(docs, "ServiceMonitor", "portico-serving")
+    service = _one(docs, "Service", "portico-serving")
+    assert (
+        monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    )
+    assert monitor["spec"]["endpoints"][0]["port"] in {p["name"] for p in service["spec"]["ports"]}
+    env = _container(_one(docs, "Deployment", "portico-serving"))["env"]
+    address = next(e for e in env if e["name"] == "SERVING_REPLICA_ADDRESS")
+    assert address["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP"
+
+
+def test_grafana_dashboard_configmap_is_the_shipped_dashboard(overlay: tuple) -> None:
+    _, docs = overlay
+    config_map = _one(docs, "ConfigMap", "portico-grafana-dashboard")
+    assert config_map["metadata"]["labels"]["grafana_dashboard"] == "1"
+    shipped = json.loads((KUBERNETES / "base" / "grafana-dashboard.json").read_text())
+    assert json.loads(config_map["data"]["portico.json"]) == shipped
+
+
+def test_console_is_behind_tls_and_a_migrate_job_runs_migrations(overlay: tuple) -> None:
+    _, docs = overlay
+    ingress = _one(docs, "Ingress", "portico")
+    assert ingress["spec"]["tls"][0]["secretName"] == "portico-tls"
+    job = _one(docs, "Job", "portico-migrate")
+    assert _container(job)["command"][-2:] == ["migrate", "--noinput"]
+
+
+@needs_kubectl
+def test_worker_seccomp_profile_denies_kernel_level_calls() -> None:
+    profile = json.loads((KUBERNETES / "seccomp" / "portico-worker.json").read_text())
+    denied = set(profile["syscalls"][0]["names"])
+    assert {"kexec_load", "init_module", "bpf", "ptrace", "keyctl"} <= denied
+    worker = _render(KUBERNETES / "overlays" / "cpu")
+    pod = _one(worker, "Deployment", "portico-worker")["spec"]["template"]["spec"]
+    assert pod["hostUsers"] is False
+    assert pod["securityContext"]["seccompProfile"]["localhostProfile"] == "portico-worker.json"
