@@ -15,7 +15,6 @@ from django.db import transaction
 
 from repository import blobs, selectors, services
 from repository.blobs import BlobStore
-from repository.console_key import CONSOLE_TOKEN_PREFIX, console_inference_key
 from repository.models import (
     ApiToken,
     GoldenRequest,
@@ -26,7 +25,6 @@ from repository.models import (
 )
 from repository.selectors.approvals import model_version_code_changes
 from repository.services.revision import REVISION_CHANNEL
-from repository.services.tokens import api_token_hash
 
 logger = logging.getLogger(__name__)
 
@@ -143,15 +141,15 @@ def serving_snapshot() -> RegistrySnapshot:
 
 
 def access_snapshot() -> AccessSnapshot:
-    """The token table serving checks requests against, read in one transaction."""
+    """The token table serving checks requests against, read in one transaction.
+
+    The console's own key is one of its rows (``repository.services.console_key``): serving needs
+    no ``SECRET_KEY`` of the console's to accept it.
+    """
     with transaction.atomic():
         revision = services.serving_revision_current()
-        tokens = [_inference_token(t) for t in selectors.api_token_live_list()]
-    console = InferenceToken(
-        token_id=0, prefix=CONSOLE_TOKEN_PREFIX, key_hash=api_token_hash(console_inference_key()),
-        models=None, may_infer=True, expires_at=None, rate_limit_rps=None, max_concurrency=None,
-    )  # fmt: skip
-    return AccessSnapshot(revision=revision, tokens=(*tokens, console))
+        tokens = tuple(_inference_token(t) for t in selectors.api_token_live_list())
+    return AccessSnapshot(revision=revision, tokens=tokens)
 
 
 def blob_open(sha256: str) -> BinaryIO:

@@ -24,6 +24,14 @@ WORKER_START_TIMEOUT_S = 60
 # --- registry data -------------------------------------------------------------------------------
 
 
+@pytest.fixture(autouse=True)
+def _console_key_unpublished() -> None:
+    """Each test starts with a fresh database, so the console checks the token table again."""
+    from repository.console_key import console_key_forget
+
+    console_key_forget()
+
+
 @pytest.fixture
 def deployer(db):  # type: ignore[no-untyped-def]
     """A user in the deployer group."""

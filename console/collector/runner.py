@@ -149,9 +149,9 @@ class Collector:
     async def _run(self) -> None:
         # Live stats name every model and the host: serving asks for a token scoped to all
         # models, and the console sends its own.
-        async with httpx.AsyncClient(
-            timeout=self.timeout_s, headers=console_authorization()
-        ) as client:
+        # (publishing the key's hash is a database call: a thread, not the event loop)
+        headers = await database_sync_to_async(console_authorization)()
+        async with httpx.AsyncClient(timeout=self.timeout_s, headers=headers) as client:
             await self._load_recent_markers()
             while True:
                 started = time.monotonic()

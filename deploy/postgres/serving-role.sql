@@ -17,5 +17,11 @@ GRANT USAGE ON SCHEMA public TO portico_serving;
 -- for a version whose GPU check is pending, its model's golden requests).
 GRANT SELECT ON repository_servingrevision, repository_model, repository_modelversion,
     repository_versionfile, repository_blob, repository_goldenrequest TO portico_serving;
--- Its only writes: the heartbeat row of each replica.
+-- The token table it checks inference requests against (hashes only: no key can be read back),
+-- and of each token's user only whether it is active and a superuser, with its group names (which
+-- cap a non-invoker token's role). Never a password hash.
+GRANT SELECT ON repository_apitoken, auth_group, auth_user_groups TO portico_serving;
+GRANT SELECT (id, is_active, is_superuser) ON auth_user TO portico_serving;
+-- Its only writes: the heartbeat row of each replica, and when it last saw each token.
 GRANT SELECT, INSERT, UPDATE ON repository_servingreplica TO portico_serving;
+GRANT UPDATE (last_used) ON repository_apitoken TO portico_serving;

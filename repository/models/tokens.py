@@ -12,6 +12,9 @@ from django.utils import timezone
 DEFAULT_TOKEN_EXPIRY = timedelta(days=90)
 # An invoker token scoped to this "model" may call every model.
 EVERY_MODEL = "*"
+# The system account that holds the console's own inference key (repository.services.console_key):
+# a name Django's sign-up forms never produce for a person, and left out of user and token lists.
+CONSOLE_ACCOUNT = "portico.console"
 
 
 def default_expiry() -> object:

@@ -4,16 +4,28 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import QuerySet
+from django.contrib.auth.models import Group
+from django.db.models import Prefetch, QuerySet
 from django.utils import timezone
 
 from repository.models import ApiToken, Role
-from repository.models.tokens import EVERY_MODEL
+from repository.models.tokens import CONSOLE_ACCOUNT, EVERY_MODEL
 from repository.selectors.roles import role_rank, user_role
+
+# What serving's access snapshot reads of a token and its user (and the user's group names).
+SERVING_TOKEN_FIELDS = (
+    "id", "prefix", "key_hash", "role", "model_names", "expires_at", "rate_limit_rps",
+    "max_concurrency", "user__id", "user__is_active", "user__is_superuser",
+)  # fmt: skip
 
 
 def api_token_list(*, user: Any = None, include_revoked: bool = False) -> QuerySet[ApiToken]:
-    tokens = ApiToken.objects.select_related("user").order_by("-created_at")
+    """Tokens people manage: the console's own key (its system account's row) is not one."""
+    tokens = (
+        ApiToken.objects.select_related("user")
+        .exclude(user__username=CONSOLE_ACCOUNT)
+        .order_by("-created_at")
+    )
     if user is not None:
         tokens = tokens.filter(user=user)
     if not include_revoked:
@@ -28,10 +40,15 @@ def api_token_get(*, token_id: int) -> ApiToken | None:
 
 def api_token_live_list() -> QuerySet[ApiToken]:
     """Tokens that authenticate now: not revoked, not expired, their user active (with the user's
-    groups prefetched, which decide what a non-invoker token may do)."""
+    groups prefetched, which decide what a non-invoker token may do).
+
+    Serving reads this with a database role that sees only some columns of ``auth_user``
+    (``deploy/postgres/serving-role.sql``: never a password hash), so only those are selected.
+    """
     return (
         ApiToken.objects.select_related("user")
-        .prefetch_related("user__groups")
+        .only(*SERVING_TOKEN_FIELDS)
+        .prefetch_related(Prefetch("user__groups", queryset=Group.objects.only("id", "name")))
         .filter(revoked_at__isnull=True, expires_at__gt=timezone.now(), user__is_active=True)
         .order_by("pk")
     )

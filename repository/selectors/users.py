@@ -7,10 +7,21 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.db.models import QuerySet
 
+from repository.models.tokens import CONSOLE_ACCOUNT
+
 
 def user_list(*, include_inactive: bool = False) -> QuerySet[Any]:
-    """Users by name (active only unless told), groups prefetched: ``user_role`` needs no query."""
-    users = get_user_model().objects.prefetch_related("groups").order_by("username")
+    """Users by name (active only unless told), groups prefetched: ``user_role`` needs no query.
+
+    The console's system account is never listed: nobody manages it, grants it a role or gives it
+    tokens.
+    """
+    users = (
+        get_user_model()
+        .objects.exclude(username=CONSOLE_ACCOUNT)
+        .prefetch_related("groups")
+        .order_by("username")
+    )
     return users if include_inactive else users.filter(is_active=True)
 
 

@@ -2,6 +2,7 @@
 move checks the current state and raises a named error from ``repository.errors``."""
 
 from repository.services.approvals import model_version_approve, model_version_approve_demo
+from repository.services.console_key import console_key_ensure
 from repository.services.events import event_record
 from repository.services.golden import (
     golden_request_delete,
@@ -48,6 +49,7 @@ __all__ = [
     "api_token_create",
     "api_token_revoke",
     "api_tokens_mark_used",
+    "console_key_ensure",
     "event_record",
     "golden_request_delete",
     "gpu_checks_record",

@@ -125,6 +125,24 @@ def serving_subprocess(args: list[str], **env: str) -> Iterator[subprocess.Popen
             process.stdout.close()
 
 
+def registry_replica_without_console_key(
+    *, database_url: str, port: int, cache_dir: Path, **env: str
+) -> subprocess.Popen[bytes]:
+    """A registry-mode ``manage.py serve`` with serving's own settings (a random key of its own,
+    never this process's ``SECRET_KEY``, which ``serving_subprocess`` would pass on), HTTP only."""
+    from django.conf import settings
+
+    environment = {key: value for key, value in os.environ.items() if key != "SECRET_KEY"}
+    environment.update(
+        DATABASE_URL=database_url, DJANGO_SETTINGS_MODULE="console.settings.serving",
+        PORTICO_BLOB_DIR=settings.STORAGES["blobs"]["OPTIONS"]["location"],
+        SERVING_CACHE_DIR=str(cache_dir), PYTHONPATH=str(ROOT), **env,
+    )  # fmt: skip
+    args = ["manage.py", "serve", "--host", "127.0.0.1", "--http-port", str(port),
+            "--grpc-port", "-1", "--metrics-port", "-1"]  # fmt: skip
+    return subprocess.Popen([sys.executable, *args], cwd=ROOT, env=environment)
+
+
 def identity_input(x: np.ndarray[Any, Any], *, binary: bool = True) -> httpclient.InferInput:
     tensor = httpclient.InferInput("INPUT0", list(x.shape), _datatype(x))
     tensor.set_data_from_numpy(x, binary_data=binary)

@@ -7,6 +7,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError
 
 from console.security.secret_key import secret_key_required
+from repository.console_key import console_key_publish
 
 
 class Command(BaseCommand):
@@ -22,6 +23,8 @@ class Command(BaseCommand):
             secret_key_required()  # here too, so the refusal is one line, not an import traceback
         except ImproperlyConfigured as error:
             raise CommandError(str(error)) from error
+        # Before the first request: serving learns the console key's hash from the token table.
+        console_key_publish()
         uvicorn.run(
             "console.asgi:application",
             host=host,

@@ -24,6 +24,7 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
 from console.platform_setup import ensure_admin_account, ensure_demo_models
+from repository.console_key import console_key_publish
 
 PROCESS_COLOURS = {"console": "36", "worker": "35", "serving": "32"}
 LOOPBACK = "127.0.0.1"
@@ -43,6 +44,8 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         call_command("migrate", interactive=False, verbosity=0)
         ensure_admin_account(stdout=self.stdout)
+        # Before serving's first token table, so the console's Try-it works from the start.
+        console_key_publish()
         if not options["no_demo"]:
             ensure_demo_models(stdout=self.stdout)
         commands = self._process_commands(options)

@@ -137,7 +137,7 @@ def test_serving_sees_each_roles_scope(deployer, viewer) -> None:  # type: ignor
     tokens = {t.token_id: (t.models, t.may_infer) for t in access_snapshot().tokens}
     assert tokens == {
         invoker.pk: (("fraud",), True), every.pk: (None, True), read.pk: (None, False),
-        call.pk: (None, True), 0: (None, True),
+        call.pk: (None, True),
     }  # fmt: skip
 
 
@@ -158,3 +158,17 @@ def test_someone_else_may_create_only_a_viewer_token_for_a_user(
 def test_a_user_may_create_a_token_of_their_own_role_for_themself(registry_admin) -> None:  # type: ignore[no-untyped-def]
     token, _ = api_token_create(user=registry_admin, role="admin", actor=registry_admin)
     assert token.role == "admin"
+
+
+def test_an_admin_may_give_another_user_an_invoker_token_but_a_deployer_may_not(
+    registry_admin, deployer
+) -> None:  # type: ignore[no-untyped-def]
+    from tests.factories import UserFactory
+
+    app = UserFactory(username="fraud-app")
+    token, _ = api_token_create(user=app, role="invoker", models=["fraud"], actor=registry_admin)
+    assert (token.user, token.role, token.model_names) == (app, "invoker", ["fraud"])
+    with pytest.raises(TokenForAnotherUserError) as raised:
+        api_token_create(user=app, role="invoker", models=["fraud"], actor=deployer)
+    assert raised.value.extra["allowed"] == ["viewer"]
+    assert ApiToken.objects.filter(user=app).count() == 1

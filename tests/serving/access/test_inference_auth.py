@@ -347,8 +347,10 @@ def test_live_stats_need_a_token_for_every_model_and_the_console_key_has_one(
 
     url = f"http://{replica.http_url}/v2/portico/live-stats"
     assert httpx.get(url).status_code == 401
-    answer = httpx.get(url, headers=console_authorization())
-    assert answer.status_code == 200 and "models" in answer.json()
+    # The console publishes its key's hash on first use; the replica takes it with the revision.
+    headers = console_authorization()
+    wait_until(lambda: httpx.get(url, headers=headers).status_code == 200, 30.0)
+    assert "models" in httpx.get(url, headers=headers).json()
 
 
 def test_last_use_reaches_the_token_row_through_the_heartbeat(replica: ServingProcess) -> None:

@@ -1,12 +1,11 @@
 """A registry-mode replica runs with the read-mostly PostgreSQL role of
 ``deploy/postgres/serving-role.sql`` and the serving settings (no console ``SECRET_KEY``): it loads
-and serves, heartbeats, and cannot change a version or read API tokens."""
+and serves to a token it reads from the token table, heartbeats, and cannot change a version, a
+token or read a password hash."""
 
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import uuid
 from pathlib import Path
 from typing import Any
@@ -15,10 +14,15 @@ import numpy as np
 import psycopg
 import pytest
 import tritonclient.http as httpclient
-from django.conf import settings
 from django.db import connection
 
-from tests.serving.harness import ROOT, free_port, identity_input, wait_ready
+from tests.serving.harness import (
+    ROOT,
+    free_port,
+    identity_input,
+    registry_replica_without_console_key,
+    wait_ready,
+)
 from tests.serving.sources.test_registry import identity_onnx, promote, registry_version, wait_for
 
 pytestmark = [
@@ -56,33 +60,32 @@ def serving_role() -> Any:
 def test_replica_with_the_serving_role_serves_and_heartbeats_but_cannot_change_the_registry(
     tmp_path: Path, serving_role: tuple[str, str]
 ) -> None:
-    from repository.models import ServingReplica
+    from repository.models import ApiToken, ServingReplica
+    from repository.services import api_token_create
+    from tests.factories import UserFactory
 
     role, password = serving_role
     onnx, config = identity_onnx(tmp_path)
     promote(registry_version("ident", 1, onnx, config))
+    token, key = api_token_create(user=UserFactory(), role="invoker", models=["ident"])
     info = conninfo()
     url = f"postgres://{role}:{password}@{info['host']}:{info.get('port', 5432)}/{info['dbname']}"
     port = free_port()
-    env = {key: value for key, value in os.environ.items() if key != "SECRET_KEY"}
-    env.update(
-        DATABASE_URL=url, DJANGO_SETTINGS_MODULE="console.settings.serving",
-        PORTICO_BLOB_DIR=settings.STORAGES["blobs"]["OPTIONS"]["location"],
-        SERVING_CACHE_DIR=str(tmp_path / "cache"), SERVING_REPLICA_ID="least-privilege",
-        SERVING_HEARTBEAT_SECS="0.3", PYTHONPATH=str(ROOT),
+    process = registry_replica_without_console_key(
+        database_url=url, port=port, cache_dir=tmp_path / "cache",
+        SERVING_REPLICA_ID="least-privilege", SERVING_HEARTBEAT_SECS="0.3",
     )  # fmt: skip
-    args = ["manage.py", "serve", "--host", "127.0.0.1", "--http-port", str(port),
-            "--grpc-port", "-1", "--metrics-port", "-1"]  # fmt: skip
-    # NOTE: not the harness's serving_subprocess: it would pass this process's SECRET_KEY on.
-    process = subprocess.Popen([sys.executable, *args], cwd=ROOT, env=env)
     try:
         wait_ready(f"127.0.0.1:{port}", process=process)
         client = httpclient.InferenceServerClient(f"127.0.0.1:{port}")
         x = np.ones((1, 3), dtype=np.float32)
-        served = client.infer("ident", [identity_input(x)]).as_numpy("OUTPUT0")
+        headers = {"Authorization": f"Bearer {key}"}
+        served = client.infer("ident", [identity_input(x)], headers=headers).as_numpy("OUTPUT0")
         client.close()
         np.testing.assert_array_equal(served, x)
         wait_for(lambda: ServingReplica.objects.filter(replica_id="least-privilege").exists())
+        # The token's last use travels with the heartbeat: the one column serving may write.
+        wait_for(lambda: ApiToken.objects.get(pk=token.pk).last_used is not None)
     finally:
         process.kill()
         process.wait()
@@ -90,8 +93,10 @@ def test_replica_with_the_serving_role_serves_and_heartbeats_but_cannot_change_t
         for statement in (
             "UPDATE repository_modelversion SET approved_at = now()",
             "DELETE FROM repository_event",
-            "SELECT * FROM repository_apitoken",
+            "UPDATE repository_apitoken SET revoked_at = NULL, expires_at = now()",
+            "DELETE FROM repository_apitoken",
             "SELECT * FROM auth_user",
+            "SELECT password FROM auth_user",
         ):
             with pytest.raises(psycopg.errors.InsufficientPrivilege):
                 conn.execute(statement)
