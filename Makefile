@@ -5,9 +5,9 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install run test test-embedded lint lock bench browser clean
+.PHONY: install run test test-embedded lint lock bench browser sandbox clean
 
-install: $(STAMP) static/vendor/.installed
+install: $(STAMP) static/vendor/.installed sandbox
 
 $(STAMP): requirements.lock pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -27,6 +27,10 @@ static/vendor/.installed: package.json package-lock.json
 # Debian's Chromium for the Playwright tests (Playwright's own browser download cannot be used).
 browser:
 	@test -x /usr/bin/chromium || (apt-get update -qq && apt-get install -y -qq chromium >/dev/null)
+
+# Debian's bubblewrap: validation runs uploaded models inside it (docs/security.md).
+sandbox:
+	@test -x /usr/bin/bwrap || (apt-get update -qq && apt-get install -y -qq bubblewrap >/dev/null)
 
 run: install
 	$(BIN)/python manage.py runplatform

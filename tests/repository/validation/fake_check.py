@@ -1,5 +1,7 @@
 """A scripted stand-in for ``python -m serving.check`` (same CLI and report), driven by the
-``FAKE_CHECK`` environment variable: ``ok``, ``fail-io``, ``crash``, ``golden-mismatch``."""
+``FAKE_CHECK`` environment variable: ``ok``, ``fail-io``, ``crash``, ``golden-mismatch``,
+``slow``, ``stream`` (steps a while apart and a stray print), ``sleeper`` (leaves a process
+behind), ``allocate`` (1 GiB at once) and ``env`` (reports its environment)."""
 
 from __future__ import annotations
 
@@ -23,6 +25,8 @@ def main() -> int:
     if mode == "crash":
         print("Traceback: boom", file=sys.stderr)
         return 3
+    if mode in SCRIPTED:
+        return SCRIPTED[mode](args)
     files = sorted(p.name for p in Path(args.version_dir).iterdir())
     steps = [_step("load", "passed", f"files: {', '.join(files)}")]
     if mode == "fail-io":
@@ -61,6 +65,42 @@ def main() -> int:
     }
     Path(args.report).write_text(json.dumps(report))
     return 0
+
+
+def _stream(args: argparse.Namespace) -> int:
+    import time
+
+    for name in ("load", "io"):
+        _step(name, "passed", "")
+        time.sleep(0.3)
+    print("a stray print from model code", flush=True)
+    Path(args.report).write_text(json.dumps({"ok": True, "config_text": "x"}))
+    return 0
+
+
+def _sleeper(args: argparse.Namespace) -> int:
+    import subprocess
+    import time
+
+    marker = os.environ.get("FAKE_CHECK_SLEEP_S", "60")
+    sleep = "import time, sys; time.sleep(float(sys.argv[1]))"
+    subprocess.Popen([sys.executable, "-c", sleep, marker], start_new_session=True)
+    time.sleep(60)
+    return 0
+
+
+def _allocate(args: argparse.Namespace) -> int:
+    data = bytearray(1024 * 1024 * 1024)
+    print("allocated", len(data))
+    return 0
+
+
+def _env(args: argparse.Namespace) -> int:
+    Path(args.report).write_text(json.dumps({"ok": True, "env": dict(os.environ)}))
+    return 0
+
+
+SCRIPTED = {"stream": _stream, "sleeper": _sleeper, "allocate": _allocate, "env": _env}
 
 
 def _step(name: str, status: str, message: str) -> dict[str, object]:

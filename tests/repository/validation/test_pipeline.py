@@ -45,7 +45,13 @@ def validate(version):  # type: ignore[no-untyped-def]
 def test_passing_check_makes_the_version_ready_with_the_completed_config(deployer) -> None:  # type: ignore[no-untyped-def]
     version = validate(upload(deployer))
     assert version.state == VersionState.READY
-    assert [s["name"] for s in version.validation_steps] == ["parse", "checksums", "load", "io"]
+    assert [s["name"] for s in version.validation_steps] == [
+        "parse",
+        "checksums",
+        "load",
+        "io",
+        "verify-config",
+    ]
     assert all(s["status"] == "passed" for s in version.validation_steps)
     assert "model.onnx" in version.validation_steps[2]["message"]  # the files were materialised
     assert version.config_text.endswith('backend: "onnxruntime"\n')
