@@ -62,6 +62,10 @@ def sandboxed_argv(
         "--ro-bind",
         str(layout.input_dir),
         INPUT_ROOT,
+        # NOTE: bwrap builds the new root on a tmpfs of its own; read-only, it cannot become an
+        # unbounded place to write (scratch, /tmp and /dev/shm are separate, sized mounts).
+        "--remount-ro",
+        "/",
         "--chdir",
         SCRATCH,
         "--",

@@ -193,8 +193,13 @@ def _run_check(
         recorder.add({"name": "check", "status": FAILED, "message": reason, "duration_ms": 0})
         return Verdict(ok=False, error=reason)
     golden = golden_verdicts(goldens, _golden(report)) if goldens else []
-    if not report.get("ok") or outcome.returncode != 0 or recorder.failed_step is not None:
+    if not report.get("ok") or recorder.failed_step is not None:
         return Verdict(ok=False, error=_report_error(report, recorder, golden), golden=golden)
+    if outcome.returncode != 0:
+        # A report claiming success from a check that did not exit cleanly is not believed.
+        reason = f"the report claims success but {outcome.failure_reason()}"
+        recorder.add({"name": "check", "status": FAILED, "message": reason, "duration_ms": 0})
+        return Verdict(ok=False, error=reason)
     return _verify(version, report, golden, recorder)
 
 
