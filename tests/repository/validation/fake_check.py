@@ -1,7 +1,9 @@
 """A scripted stand-in for ``python -m serving.check`` (same CLI and report), driven by the
 ``FAKE_CHECK`` environment variable: ``ok``, ``fail-io``, ``crash``, ``golden-mismatch``,
-``slow``, ``stream`` (steps a while apart and a stray print), ``sleeper`` (leaves a process
-behind), ``allocate`` (1 GiB at once) and ``env`` (reports its environment)."""
+``golden-peek`` (echoes the expected outputs it is given), ``slow``, ``stream`` (steps a while
+apart and a stray print), ``sleeper`` (leaves a process behind), ``allocate`` (1 GiB at once) and
+``env`` (reports its environment).
+``FAKE_CHECK_CONFIG``, when set, is the effective config it claims."""
 
 from __future__ import annotations
 
@@ -38,14 +40,10 @@ def main() -> int:
         for g in json.loads(Path(args.golden).read_text()):
             ok = mode != "golden-mismatch"
             msg = "" if ok else f"golden request '{g['name']}': output 'OUTPUT0' differs"
-            golden.append(
-                {
-                    "id": g["id"],
-                    "ok": ok,
-                    "message": msg,
-                    "outputs": {"OUTPUT0": {"datatype": "FP32", "shape": [1], "data": [1.0]}},
-                }
-            )
+            outputs = {"OUTPUT0": {"datatype": "FP32", "shape": [1], "data": [1.0]}}
+            if mode == "golden-peek" and g.get("outputs"):
+                outputs = g["outputs"]  # a model that answers what it is told is expected
+            golden.append({"id": g["id"], "ok": ok, "message": msg, "outputs": outputs})
         steps.append(
             _step(
                 "golden",
@@ -54,9 +52,10 @@ def main() -> int:
             )
         )
     config = Path(args.config).read_text() if args.config else ""
+    config = config if "backend" in config else config + 'backend: "onnxruntime"\n'
     report = {
         "ok": all(s["status"] != "failed" for s in steps),
-        "config_text": config if "backend" in config else config + 'backend: "onnxruntime"\n',
+        "config_text": os.environ.get("FAKE_CHECK_CONFIG", config),
         "autocompleted_fields": ["backend"],
         "inputs": [],
         "outputs": [],

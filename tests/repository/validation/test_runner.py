@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from repository.sandbox import SandboxUnavailableError
-from repository.sandbox.environment import FIXED
+from repository.sandbox.environment import FIXED, PASSED_IF_SET
 from repository.validation.runner import CheckInput, CheckLimits, check_command, run_check
 
 pytestmark = pytest.mark.embedded
@@ -55,7 +55,7 @@ def test_steps_are_delivered_as_they_are_printed_and_the_report_read(  # type: i
 
 
 def test_the_check_sees_only_allow_listed_variables(  # type: ignore[no-untyped-def]
-    check: CheckInput, sandbox_mode: str, monkeypatch
+    check: CheckInput, sandbox_mode: str, settings, monkeypatch
 ) -> None:
     monkeypatch.setenv("FAKE_CHECK", "env")
     for name in ("SECRET_KEY", "DATABASE_URL", "REDIS_URL", "AWS_SECRET_ACCESS_KEY"):
@@ -64,8 +64,8 @@ def test_the_check_sees_only_allow_listed_variables(  # type: ignore[no-untyped-
     assert outcome.report is not None
     env = outcome.report["env"]
     assert "leaked" not in env.values()
-    allowed = {*FIXED, "PYTHONPATH", "HOME", "TMPDIR", "FAKE_CHECK", "FAKE_CHECK_SLEEP_S"}
-    assert set(env) - allowed <= {"CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "PWD"}
+    allowed = {*FIXED, *PASSED_IF_SET, "PYTHONPATH", "HOME", "TMPDIR", "PWD"}
+    assert set(env) - allowed <= set(settings.PORTICO_VALIDATION_SANDBOX_PASS_ENV)
 
 
 def test_time_limit_kills_the_child_and_every_process_it_started(  # type: ignore[no-untyped-def]

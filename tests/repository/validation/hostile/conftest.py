@@ -129,10 +129,22 @@ def findings(body: dict[str, Any]) -> dict[str, Any]:
 
 
 @pytest.fixture
+def extra_settings() -> dict[str, Any]:
+    """Settings a test adds to ``LIMITS`` (parametrize it to override)."""
+    return {}
+
+
+@pytest.fixture
 def validator(  # type: ignore[no-untyped-def]
-    transactional_db, deployer, worker_queue: str, tmp_path: Path, monkeypatch
+    transactional_db,
+    deployer,
+    worker_queue: str,
+    tmp_path: Path,
+    monkeypatch,
+    extra_settings: dict[str, Any],
 ) -> Iterator[Validator]:
-    for key, value in LIMITS.items():
+    overrides = {**LIMITS, **extra_settings}
+    for key, value in overrides.items():
         monkeypatch.setattr(settings, key, value, raising=False)
     monkeypatch.setattr(settings, "UPLOAD_DIR", tmp_path / "uploads")
     worker = None
@@ -145,7 +157,7 @@ def validator(  # type: ignore[no-untyped-def]
             monkeypatch.setenv(name, SECRETS[name])
         worker = start_live_worker(
             tmp_path, queue=worker_queue, time_limit_s=LIMITS["PORTICO_VALIDATION_TIME_LIMIT_S"],
-            settings_overrides=LIMITS,
+            settings_overrides=overrides,
         )  # fmt: skip
     _, key = api_token_create(user=deployer, role="deployer", name="hostile")
     client = APIClient()
