@@ -245,9 +245,9 @@ def _git_status() -> str:
 
 @pytest.fixture
 def outside(validator: Validator, deployer) -> Outside:  # type: ignore[no-untyped-def]
-    """Another model's version already stored (its blob must survive), then the picture."""
-    victim = validator.upload("victim", {"1/model.onnx": b"victim weights"})
-    assert victim.status_code == 202, victim.json()
+    """Another model's version already stored and validated (its blob and row must survive),
+    then the picture."""
+    validator.validated("victim", {"1/model.onnx": b"victim weights"})
     return Outside()
 
 
