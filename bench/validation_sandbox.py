@@ -106,7 +106,7 @@ def _section(times: dict[tuple[str, str], list[float]], rounds: int) -> str:
     return "\n\n".join(
         [
             "## Validation sandbox overhead",
-            report.machine_line(),
+            report.machine_line().replace(", load generator on the same machine", ""),
             "`python -m bench.validation_sandbox --rounds "
             f"{rounds}`: one upload validated end to end per round and condition (the worker's "
             "whole run: materialise, the check child, the re-checks, the row updates), rounds "

@@ -53,6 +53,7 @@ def main() -> int:
         )
     config = Path(args.config).read_text() if args.config else ""
     config = config if "backend" in config else config + 'backend: "onnxruntime"\n'
+    config = config if "name:" in config else f'name: "{Path(args.model_dir).name}"\n' + config
     report = {
         "ok": all(s["status"] != "failed" for s in steps),
         "config_text": os.environ.get("FAKE_CHECK_CONFIG", config),
