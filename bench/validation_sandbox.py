@@ -91,18 +91,24 @@ def measure(rounds: int, root: Path) -> dict[tuple[str, str], list[float]]:
 def _section(times: dict[tuple[str, str], list[float]], rounds: int) -> str:
     rows = []
     for kind in ("onnx", "python"):
-        inside = statistics.median(times[(kind, "bwrap")])
-        outside = statistics.median(times[(kind, "off")])
+        inside, outside = times[(kind, "bwrap")], times[(kind, "off")]
+        paired = [a - b for a, b in zip(inside, outside, strict=True)]
         rows.append(
             [
                 {"onnx": "ONNX MLP 64→128→16", "python": "Python add_sub"}[kind],
-                f"{outside:.2f}",
-                f"{inside:.2f}",
-                f"{inside - outside:+.2f}",
-                f"{inside / outside:.2f}",
+                f"{statistics.median(outside):.2f}",
+                f"{statistics.median(inside):.2f}",
+                f"{statistics.median(inside) - statistics.median(outside):+.2f}",
+                f"{statistics.median(paired):+.2f}",
             ]
         )
-    headers = ["model", "median s, sandbox off", "median s, in bubblewrap", "difference s", "ratio"]
+    headers = [
+        "model",
+        "median s, sandbox off",
+        "median s, in bubblewrap",
+        "difference of medians s",
+        "median per-round difference s",
+    ]
     return "\n\n".join(
         [
             "## Validation sandbox overhead",
@@ -112,6 +118,8 @@ def _section(times: dict[tuple[str, str], list[float]], rounds: int) -> str:
             "whole run: materialise, the check child, the re-checks, the row updates), rounds "
             "alternating the order of the two conditions; medians.",
             report.table(headers, rows),
+            f"Load average while measuring: {os.getloadavg()[0]:.1f} (the machine is shared; "
+            "single runs vary by more than the difference, hence paired rounds and medians).",
         ]
     )
 
