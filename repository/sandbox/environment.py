@@ -1,8 +1,9 @@
 """The check child's environment: an allow-list, never the worker's own variables.
 
 The worker holds ``DATABASE_URL``, ``SECRET_KEY``, ``REDIS_URL``, storage and cloud credentials;
-none of them is copied. Only the names below are set, plus the ones an admin names in
-``PORTICO_VALIDATION_SANDBOX_PASS_ENV`` (GPU selection, a test's scripted check).
+none of them is copied. The allow-list is the one every process running model code gets
+(``repository.config.child_env``); on top of it the values below are fixed, and the names an admin
+lists in ``PORTICO_VALIDATION_SANDBOX_PASS_ENV`` are copied (a test's scripted check).
 """
 
 from __future__ import annotations
@@ -10,7 +11,9 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 
-# Values that are the same for every check; HOME and TMPDIR point at the private scratch folder.
+from repository.config.child_env import child_env
+
+# The same for every check; PYTHONPATH, HOME and TMPDIR are the caller's (the sandbox's view).
 FIXED = {
     "PATH": "/usr/local/bin:/usr/bin:/bin",
     "LANG": "C.UTF-8",
@@ -19,16 +22,15 @@ FIXED = {
     "PYTHONDONTWRITEBYTECODE": "1",
     "PYTHONNOUSERSITE": "1",
 }
-# Harmless selectors passed through when the worker has them (which GPU, how many threads).
-PASSED_IF_SET = ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "OMP_NUM_THREADS")
 
 
 def check_env(
     *, pythonpath: str, home: str, tmpdir: str, pass_env: Iterable[str] = ()
 ) -> dict[str, str]:
     """The complete environment of the check child."""
-    env = dict(FIXED, PYTHONPATH=pythonpath, HOME=home, TMPDIR=tmpdir)
-    for name in (*PASSED_IF_SET, *pass_env):
-        if name in os.environ and name not in env:
+    extra = {**FIXED, "PYTHONPATH": pythonpath, "TMPDIR": tmpdir}
+    env = child_env(os.environ, home=home, extra=extra)
+    for name in pass_env:
+        if name in os.environ:
             env[name] = os.environ[name]
     return env

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
+from repository.config.child_env import allowed
 from repository.sandbox import SandboxUnavailableError
-from repository.sandbox.environment import FIXED, PASSED_IF_SET
 from repository.validation.runner import CheckInput, CheckLimits, check_command, run_check
 
 pytestmark = pytest.mark.embedded
@@ -64,8 +64,9 @@ def test_the_check_sees_only_allow_listed_variables(  # type: ignore[no-untyped-
     assert outcome.report is not None
     env = outcome.report["env"]
     assert "leaked" not in env.values()
-    allowed = {*FIXED, *PASSED_IF_SET, "PYTHONPATH", "HOME", "TMPDIR", "PWD"}
-    assert set(env) - allowed <= set(settings.PORTICO_VALIDATION_SANDBOX_PASS_ENV)
+    passed = set(settings.PORTICO_VALIDATION_SANDBOX_PASS_ENV)
+    extra = {name for name in env if not allowed(name)} - passed
+    assert extra <= {"HOME", "PYTHONPATH", "PYTHONNOUSERSITE", "PWD"}, extra  # PWD: bwrap --chdir
 
 
 def test_time_limit_kills_the_child_and_every_process_it_started(  # type: ignore[no-untyped-def]

@@ -1,6 +1,6 @@
 """Hostile models, uploaded over the management API by a deployer and validated by a real Celery
-worker (inline on an in-memory SQLite test database, which no worker process can share), with
-low limits. Each test proves from outside that nothing the model tried changed anything."""
+worker with low limits. Each test proves from outside that nothing the model tried changed
+anything."""
 
 from __future__ import annotations
 
@@ -18,11 +18,10 @@ from typing import Any
 
 import pytest
 from django.conf import settings
-from django.db import connection
 from rest_framework.test import APIClient
 
 from repository.models import ApiToken, Event, GoldenRequest, Model, ModelVersion
-from repository.services import api_token_create, model_version_validate
+from repository.services import api_token_create
 from tests.conftest import ROOT, LiveWorker, start_live_worker
 from tests.repository.archives import make_zip
 
@@ -37,12 +36,13 @@ LIMITS: dict[str, Any] = {
     "PORTICO_VALIDATION_SCRATCH_BYTES": 64 * 1024**2,
     "PORTICO_VALIDATION_SANDBOX": "bwrap",
 }
+# Put in the worker's environment; DATABASE_URL and REDIS_URL are the real ones where the tests
+# run against PostgreSQL and Redis (on the embedded default the database is the SQLite file).
 SECRETS = {
     "SECRET_KEY": "hostile-test-secret-key-0f3a9c",
-    "REDIS_URL": "redis://127.0.0.1:6379/15",
-    "DATABASE_URL": "postgres://postgres:hostile-test-db-password@127.0.0.1:5432/portico",
     "AWS_SECRET_ACCESS_KEY": "hostile-test-aws-secret",
 }
+SECRET_NAMES = ("SECRET_KEY", "AWS_SECRET_ACCESS_KEY", "DATABASE_URL", "REDIS_URL")
 WAIT_S = 120
 FINDINGS = re.compile(r"HOSTILE(\{.*?\})HOSTILE", re.S)
 
@@ -73,16 +73,10 @@ output [{{ name: "OUTPUT0" data_type: TYPE_FP32 dims: [4] }}]
 """
 
 
-def in_memory_sqlite() -> bool:
-    return connection.vendor == "sqlite" and connection.creation.is_in_memory_db(
-        connection.settings_dict["NAME"]
-    )
-
-
 class Validator:
     """Uploads as the deployer over the API and waits for the version to end."""
 
-    def __init__(self, client: APIClient, worker: LiveWorker | None) -> None:
+    def __init__(self, client: APIClient, worker: LiveWorker) -> None:
         self.client, self.worker = client, worker
 
     def upload(self, name: str, entries: dict[str, bytes]) -> Any:
@@ -95,11 +89,7 @@ class Validator:
     def validated(self, name: str, entries: dict[str, bytes]) -> dict[str, Any]:
         response = self.upload(name, entries)
         assert response.status_code == 202, response.json()
-        number = response.json()["version"]
-        if self.worker is None:
-            version = ModelVersion.objects.get(model__name=name, number=number)
-            model_version_validate(version_id=version.pk)
-        return self.wait(name, number)
+        return self.wait(name, response.json()["version"])
 
     def wait(self, name: str, number: int) -> dict[str, Any]:
         url = f"/api/models/{name}/versions/{number}/"
@@ -107,8 +97,7 @@ class Validator:
         while True:
             body = self.client.get(url).json()
             if body["state"] in ("ready", "failed") or time.monotonic() > deadline:
-                log = self.worker.output()[-3000:] if self.worker else ""
-                assert body["state"] in ("ready", "failed"), (body, log)
+                assert body["state"] in ("ready", "failed"), (body, self.worker.output()[-3000:])
                 return body
             time.sleep(0.2)
 
@@ -147,32 +136,25 @@ def validator(  # type: ignore[no-untyped-def]
     for key, value in overrides.items():
         monkeypatch.setattr(settings, key, value, raising=False)
     monkeypatch.setattr(settings, "UPLOAD_DIR", tmp_path / "uploads")
-    worker = None
-    if in_memory_sqlite():
-        for name, value in SECRETS.items():
-            monkeypatch.setenv(name, value)
-    else:
-        # The worker keeps the real DATABASE_URL and REDIS_URL: those are the secrets to guard.
-        for name in ("SECRET_KEY", "AWS_SECRET_ACCESS_KEY"):
-            monkeypatch.setenv(name, SECRETS[name])
-        worker = start_live_worker(
-            tmp_path, queue=worker_queue, time_limit_s=LIMITS["PORTICO_VALIDATION_TIME_LIMIT_S"],
-            settings_overrides=overrides,
-        )  # fmt: skip
+    for name, value in SECRETS.items():
+        monkeypatch.setenv(name, value)
+    worker = start_live_worker(
+        tmp_path, queue=worker_queue, time_limit_s=LIMITS["PORTICO_VALIDATION_TIME_LIMIT_S"],
+        settings_overrides=overrides,
+    )  # fmt: skip
     _, key = api_token_create(user=deployer, role="deployer", name="hostile")
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Token {key}")
     try:
         yield Validator(client, worker)
     finally:
-        if worker is not None:
-            worker.stop()
+        worker.stop()
 
 
 def secret_values() -> list[str]:
     import os
 
-    values = [os.environ.get(name, "") for name in SECRETS]
+    values = [os.environ.get(name, "") for name in SECRET_NAMES]
     return [v for v in values if v] + [str(settings.SECRET_KEY)]
 
 
