@@ -50,3 +50,13 @@ def test_replicas_serve_the_registry(compose: dict) -> None:
         command = compose["services"][name]["command"]
         assert command[:3] == ["python", "manage.py", "serve"]
         assert "--model-repository" not in command
+
+
+def test_only_the_worker_may_create_the_validation_sandbox_namespaces(compose: dict) -> None:
+    services = compose["services"]
+    options = services["worker"]["security_opt"]
+    profile = next(o.removeprefix("seccomp=") for o in options if o.startswith("seccomp="))
+    assert (ROOT / profile).is_file()
+    assert "apparmor=unconfined" in options
+    for name in ("console", "serving-1", "serving-2"):
+        assert "security_opt" not in services[name], name
