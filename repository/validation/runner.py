@@ -72,8 +72,10 @@ class CheckOutcome:
     def failure_reason(self) -> str:
         if self.timed_out:
             return "the check ran past its time limit and was stopped"
-        if self.returncode < 0:
-            name = signal.Signals(-self.returncode).name
+        # bubblewrap reports its child's death by signal N as status 128 + N.
+        signum = -self.returncode if self.returncode < 0 else self.returncode - 128
+        if signum in set(signal.Signals):
+            name = signal.Signals(signum).name
             return f"the check process was killed by {name} (memory or CPU limit?)"
         tail = self.stderr_tail.strip().splitlines()[-1:] or ["no report written"]
         return f"the check process exited with status {self.returncode}: {tail[0]}"

@@ -1,8 +1,8 @@
 """A scripted stand-in for ``python -m serving.check`` (same CLI and report), driven by the
 ``FAKE_CHECK`` environment variable: ``ok``, ``fail-io``, ``crash``, ``golden-mismatch``,
 ``golden-peek`` (echoes the expected outputs it is given), ``slow``, ``stream`` (steps a while
-apart and a stray print), ``sleeper`` (leaves a process behind), ``allocate`` (1 GiB at once) and
-``env`` (reports its environment).
+apart and a stray print), ``sleeper`` (leaves a process behind), ``allocate`` (1 GiB at once),
+``killed`` (SIGKILLs itself) and ``env`` (reports its environment).
 ``FAKE_CHECK_CONFIG``, when set, is the effective config it claims."""
 
 from __future__ import annotations
@@ -95,12 +95,25 @@ def _allocate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _killed(args: argparse.Namespace) -> int:
+    import signal
+
+    os.kill(os.getpid(), signal.SIGKILL)
+    return 0
+
+
 def _env(args: argparse.Namespace) -> int:
     Path(args.report).write_text(json.dumps({"ok": True, "env": dict(os.environ)}))
     return 0
 
 
-SCRIPTED = {"stream": _stream, "sleeper": _sleeper, "allocate": _allocate, "env": _env}
+SCRIPTED = {
+    "stream": _stream,
+    "sleeper": _sleeper,
+    "allocate": _allocate,
+    "killed": _killed,
+    "env": _env,
+}
 
 
 def _step(name: str, status: str, message: str) -> dict[str, object]:

@@ -113,6 +113,15 @@ def test_memory_limit_stops_a_child_that_allocates_too_much(  # type: ignore[no-
     assert "MemoryError" in outcome.failure_reason()
 
 
+def test_a_check_killed_by_a_signal_is_reported_as_such(  # type: ignore[no-untyped-def]
+    check: CheckInput, sandbox_mode: str, monkeypatch
+) -> None:
+    monkeypatch.setenv("FAKE_CHECK", "killed")
+    outcome = run_check(check, limits=GENEROUS, on_step=lambda s: None)
+    assert outcome.report is None
+    assert "killed by SIGKILL" in outcome.failure_reason()
+
+
 def test_a_missing_bwrap_fails_closed_saying_how_to_fix_it(  # type: ignore[no-untyped-def]
     check: CheckInput, settings, tmp_path: Path, monkeypatch
 ) -> None:
