@@ -19,7 +19,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -32,6 +32,7 @@ from repository.sandbox import (
     sandbox_probe,
     sandboxed_argv,
 )
+from repository.sandbox.cgroups import CheckCgroup
 from repository.sandbox.command import HOME, SOURCE_ROOT, TMP
 from repository.sandbox.environment import check_env
 from repository.sandbox.limits import child_setup
@@ -173,7 +174,8 @@ def _run(
     report_w: int,
     on_step: Callable[[dict[str, Any]], None],
 ) -> CheckOutcome:
-    with tempfile.TemporaryFile(mode="w+b") as stderr:
+    cgroup = CheckCgroup.create(limits)
+    with tempfile.TemporaryFile(mode="w+b") as stderr, _closing(cgroup):
         proc = subprocess.Popen(
             argv,
             stdout=subprocess.PIPE,
@@ -183,7 +185,7 @@ def _run(
             env=env,
             pass_fds=(report_w,),
             start_new_session=True,
-            preexec_fn=child_setup(limits),
+            preexec_fn=_child_preexec(limits, cgroup),
         )
         os.close(report_w)  # only the child holds the write end: EOF when it is gone
         report_reader = _ReportReader(report_r)  # owns report_r from here on
@@ -201,6 +203,28 @@ def _run(
         stderr.seek(max(0, stderr.tell() - STDERR_TAIL_CHARS))
         tail = stderr.read().decode("utf-8", "replace")
     return CheckOutcome(report, proc.returncode, tail, timed_out)
+
+
+def _child_preexec(limits: CheckLimits, cgroup: CheckCgroup | None) -> Callable[[], None]:
+    setup = child_setup(limits)
+    if cgroup is None:
+        return setup
+    join = cgroup.joiner()
+
+    def apply() -> None:
+        join()  # NOTE: first, so that bubblewrap and all it starts are born inside the group
+        setup()
+
+    return apply
+
+
+@contextlib.contextmanager
+def _closing(cgroup: CheckCgroup | None) -> Iterator[None]:
+    try:
+        yield
+    finally:
+        if cgroup is not None:
+            cgroup.close()
 
 
 class _ReportReader:

@@ -2,7 +2,8 @@
 ``FAKE_CHECK`` environment variable: ``ok``, ``fail-io``, ``crash``, ``golden-mismatch``,
 ``golden-peek`` (echoes the expected outputs it is given), ``slow``, ``stream`` (steps a while
 apart and a stray print), ``sleeper`` (leaves a process behind), ``allocate`` (1 GiB at once),
-``killed`` (SIGKILLs itself) and ``env`` (reports its environment).
+``killed`` (SIGKILLs itself), ``env`` (reports its environment) and ``forks`` (starts as many
+processes as it can, up to 64, and reports how many it got).
 ``FAKE_CHECK_CONFIG``, when set, is the effective config it claims."""
 
 from __future__ import annotations
@@ -107,7 +108,25 @@ def _env(args: argparse.Namespace) -> int:
     return 0
 
 
+def _forks(args: argparse.Namespace) -> int:
+    import time
+
+    started = 0
+    for _ in range(64):
+        try:
+            pid = os.fork()
+        except OSError:
+            break
+        if pid == 0:
+            time.sleep(30)
+            os._exit(0)
+        started += 1
+    Path(args.report).write_text(json.dumps({"ok": True, "forked": started}))
+    return 0
+
+
 SCRIPTED = {
+    "forks": _forks,
     "stream": _stream,
     "sleeper": _sleeper,
     "allocate": _allocate,

@@ -113,6 +113,19 @@ def test_memory_limit_stops_a_child_that_allocates_too_much(  # type: ignore[no-
     assert "MemoryError" in outcome.failure_reason()
 
 
+def test_the_process_limit_holds_for_everything_the_check_starts(  # type: ignore[no-untyped-def]
+    check: CheckInput, settings, monkeypatch
+) -> None:
+    # As root the kernel ignores RLIMIT_NPROC; the check's own cgroup must then hold the line.
+    settings.PORTICO_VALIDATION_SANDBOX = "bwrap"
+    monkeypatch.setenv("FAKE_CHECK", "forks")
+    limits = CheckLimits(time_limit_s=60, memory_limit_bytes=0, max_processes=24)
+    outcome = run_check(check, limits=limits, on_step=lambda s: None)
+    assert outcome.report is not None
+    assert 0 < outcome.report["forked"] < 24
+    assert not list(Path("/sys/fs/cgroup/pids").glob("portico-check-*"))  # removed afterwards
+
+
 def test_a_check_killed_by_a_signal_is_reported_as_such(  # type: ignore[no-untyped-def]
     check: CheckInput, sandbox_mode: str, monkeypatch
 ) -> None:
