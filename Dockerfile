@@ -8,7 +8,7 @@ FROM python:3.11-slim AS cpu
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PORTICO_VAR_DIR=/var/lib/portico
 
-RUN apt-get update && apt-get install -y --no-install-recommends make nodejs npm \
+RUN apt-get update && apt-get install -y --no-install-recommends make nodejs npm bubblewrap \
     && rm -rf /var/lib/apt/lists/*
 
 WORKDIR /app

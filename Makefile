@@ -13,9 +13,9 @@ GPU_WHEELS ?=
 LOCK := $(if $(GPU),requirements-gpu.lock,requirements.lock)
 PIP_SOURCE := $(if $(GPU_WHEELS),--no-index --find-links $(GPU_WHEELS),)
 
-.PHONY: install run test test-embedded lint lock lock-gpu bench gpu-check browser clean
+.PHONY: install run test test-embedded lint lock lock-gpu bench gpu-check browser sandbox clean
 
-install: $(STAMP) static/vendor/.installed
+install: $(STAMP) static/vendor/.installed sandbox
 
 $(STAMP): $(LOCK) pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -36,6 +36,10 @@ static/vendor/.installed: package.json package-lock.json
 # Debian's Chromium for the Playwright tests (Playwright's own browser download cannot be used).
 browser:
 	@test -x /usr/bin/chromium || (apt-get update -qq && apt-get install -y -qq chromium >/dev/null)
+
+# Debian's bubblewrap: validation runs uploaded models inside it (docs/security.md).
+sandbox:
+	@test -x /usr/bin/bwrap || (apt-get update -qq && apt-get install -y -qq bubblewrap >/dev/null)
 
 run: install
 	$(BIN)/python manage.py runplatform

@@ -246,7 +246,18 @@ def _emit(step: dict[str, Any]) -> None:
     sys.stdout.flush()
 
 
+def _undumpable() -> None:
+    """Processes the model starts run as the same user; a non-dumpable check keeps them out of
+    its ``/proc`` entries (its report pipe, its memory) and from attaching to it."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        pr_set_dumpable = 4
+        ctypes.CDLL(None).prctl(pr_set_dumpable, 0, 0, 0, 0)
+
+
 def main(argv: list[str] | None = None) -> int:
+    _undumpable()
     parser = argparse.ArgumentParser(prog="python -m serving.check", description=__doc__)
     parser.add_argument("--model-dir", type=Path, required=True)
     parser.add_argument("--version-dir", type=Path, required=True)

@@ -13,12 +13,15 @@ from typing import Any
 import numpy as np
 from tritonclient.grpc import model_config_pb2
 
+from repository.config.golden import compare_outputs, flatten
 from serving.backends.base import ModelInstance, TensorInfo
 from serving.backends.tensors import full_shape, wire_datatype, wire_datatype_of
 from serving.core.model_spec import ModelSpec
 from serving.core.types import InferRequest, InferResponse
 from serving.errors import InvalidArgumentError, ServingError
 from serving.protocol.json_codec import tensor_from_json, tensor_to_json
+
+__all__ = ["compare_outputs", "declared_io", "golden_request", "io_problems", "outputs_json"]
 
 
 def declared_io(config: model_config_pb2.ModelConfig, kind: str) -> list[dict[str, Any]]:
@@ -145,55 +148,8 @@ def outputs_json(response: InferResponse) -> dict[str, dict[str, Any]]:
     return out
 
 
-def compare_outputs(
-    actual: dict[str, dict[str, Any]], expected: dict[str, Any], *, rtol: float, atol: float
-) -> list[str]:
-    """Differences between replayed and expected outputs (empty: they agree)."""
-    problems = []
-    for name, want in expected.items():
-        got = actual.get(name)
-        if got is None:
-            problems.append(f"output '{name}' is missing")
-            continue
-        if got["datatype"] != want.get("datatype"):
-            problems.append(
-                f"output '{name}': datatype {got['datatype']}, expected {want.get('datatype')}"
-            )
-            continue
-        if list(got["shape"]) != [int(d) for d in want.get("shape", [])]:
-            problems.append(f"output '{name}': shape {got['shape']}, expected {want.get('shape')}")
-            continue
-        problems += _compare_data(name, got, want, rtol=rtol, atol=atol)
-    return problems
-
-
-def _compare_data(
-    name: str, got: dict[str, Any], want: dict[str, Any], *, rtol: float, atol: float
-) -> list[str]:
-    if got["datatype"] in ("BYTES", "BOOL"):
-        same = list(got["data"]) == list(_flatten(want.get("data", [])))
-        return [] if same else [f"output '{name}': values differ"]
-    a = np.asarray(got["data"], dtype=np.float64)
-    b = np.asarray(_flatten(want.get("data", [])), dtype=np.float64)
-    if a.shape != b.shape:
-        return [f"output '{name}': {a.size} values, expected {b.size}"]
-    if np.allclose(a, b, rtol=rtol, atol=atol, equal_nan=True):
-        return []
-    worst = float(np.max(np.abs(a - b))) if a.size else 0.0
-    return [f"output '{name}': max abs difference {worst:g} exceeds rtol={rtol:g} atol={atol:g}"]
-
-
-def _flatten(data: Any) -> list[Any]:
-    if not isinstance(data, list):
-        return [data]
-    flat: list[Any] = []
-    for item in data:
-        flat.extend(_flatten(item))
-    return flat
-
-
 def _half_from_json(data: Any, datatype: str, shape: list[int]) -> np.ndarray:
-    values = np.asarray(_flatten(data), dtype=np.float32).reshape(shape)
+    values = np.asarray(flatten(data), dtype=np.float32).reshape(shape)
     if datatype == "FP16":
         return values.astype(np.float16)
     from ml_dtypes import bfloat16

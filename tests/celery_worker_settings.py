@@ -20,3 +20,4 @@ PORTICO_VALIDATION_TIME_LIMIT_S = _shared["time_limit_s"]
 PORTICO_VALIDATION_STALE_GRACE_S = _shared["stale_grace_s"]
 if _shared.get("check_module"):
     PORTICO_VALIDATION_CHECK_MODULE = _shared["check_module"]
+globals().update(_shared.get("settings_overrides", {}))

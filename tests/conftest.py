@@ -105,6 +105,7 @@ def start_live_worker(
     time_limit_s: float = 120,
     stale_grace_s: float = 60,
     check_module: str = "",
+    settings_overrides: dict[str, object] | None = None,
 ) -> LiveWorker:
     """Start a worker; the caller must ``stop()`` it. The test process must send to ``queue``."""
     from django.conf import settings
@@ -121,6 +122,7 @@ def start_live_worker(
         "time_limit_s": time_limit_s,
         "stale_grace_s": stale_grace_s,
         "check_module": check_module,
+        "settings_overrides": settings_overrides or {},
     }
     env = dict(
         os.environ,

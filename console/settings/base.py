@@ -70,6 +70,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "console.context_processors.validation_sandbox",
             ],
         },
     },
@@ -242,11 +243,27 @@ SPECTACULAR_SETTINGS = {
     "SERVE_INCLUDE_SCHEMA": False,
 }
 
-# Validation runs the candidate in a child process with these limits.
+# Validation runs the candidate in a child process with these limits (see docs/security.md).
 PORTICO_VALIDATION_TIME_LIMIT_S = env.int("PORTICO_VALIDATION_TIME_LIMIT_S", default=300)
 PORTICO_VALIDATION_MEMORY_LIMIT_BYTES = env.int(
     "PORTICO_VALIDATION_MEMORY_LIMIT_BYTES", default=8 * 1024**3
 )
+PORTICO_VALIDATION_CPU_LIMIT_S = env.int("PORTICO_VALIDATION_CPU_LIMIT_S", default=1800)
+PORTICO_VALIDATION_MAX_PROCESSES = env.int("PORTICO_VALIDATION_MAX_PROCESSES", default=256)
+PORTICO_VALIDATION_MAX_OPEN_FILES = env.int("PORTICO_VALIDATION_MAX_OPEN_FILES", default=4096)
+PORTICO_VALIDATION_MAX_FILE_BYTES = env.int(
+    "PORTICO_VALIDATION_MAX_FILE_BYTES", default=2 * 1024**3
+)
+PORTICO_VALIDATION_SCRATCH_BYTES = env.int("PORTICO_VALIDATION_SCRATCH_BYTES", default=2 * 1024**3)
+PORTICO_VALIDATION_STALE_GRACE_S = env.float("PORTICO_VALIDATION_STALE_GRACE_S", default=60)
+# The module run as the check; only tests stand in a scripted one.
+PORTICO_VALIDATION_CHECK_MODULE = "serving.check"
+# The check runs in bubblewrap. "off" runs uploaded code unconfined: only an admin's explicit
+# choice, shown as a red banner on every console page and recorded with each validation.
+PORTICO_VALIDATION_SANDBOX = env.str("PORTICO_VALIDATION_SANDBOX", default="bwrap")
+PORTICO_VALIDATION_BWRAP_PATH = env.str("PORTICO_VALIDATION_BWRAP_PATH", default="/usr/bin/bwrap")
+# Extra variable names copied into the check's otherwise allow-listed environment.
+PORTICO_VALIDATION_SANDBOX_PASS_ENV = env.list("PORTICO_VALIDATION_SANDBOX_PASS_ENV", default=[])
 
 # Where the console finds serving replicas' live stats (their heartbeats name the address).
 PORTICO_SERVING_HTTP_URL = env.str("PORTICO_SERVING_HTTP_URL", default="http://127.0.0.1:8000")

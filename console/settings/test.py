@@ -27,3 +27,5 @@ REST_FRAMEWORK = {
     **REST_FRAMEWORK,  # noqa: F405
     "DEFAULT_THROTTLE_RATES": {"anon": "100000/min", "user": "100000/min"},
 }
+# The scripted stand-in for serving.check reads its mode from these.
+PORTICO_VALIDATION_SANDBOX_PASS_ENV = ["FAKE_CHECK", "FAKE_CHECK_SLEEP_S", "FAKE_CHECK_CONFIG"]

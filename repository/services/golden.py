@@ -90,9 +90,10 @@ def golden_request_delete(*, golden: GoldenRequest, actor: Any) -> None:
 
 def golden_request_record_run(*, golden_id: int) -> GoldenRequest | None:
     """Run a recording golden request on its version in the check child and store its outputs."""
+    from repository.sandbox import SandboxUnavailableError
     from repository.validation.materialise import version_materialise
     from repository.validation.pipeline import golden_entry
-    from repository.validation.runner import CheckLimits, check_command, run_check
+    from repository.validation.runner import CheckInput, CheckLimits, run_check
 
     golden = (
         GoldenRequest.objects.select_related("recorded_from__model").filter(pk=golden_id).first()
@@ -107,19 +108,13 @@ def golden_request_record_run(*, golden_id: int) -> GoldenRequest | None:
         )
         golden_file = tmp / "golden.json"
         golden_file.write_text(json.dumps([golden_entry(golden, expected=False)]))
-        cmd = check_command(
-            model_dir=model_dir,
-            version_dir=version_dir,
-            config_file=None,
-            golden_file=golden_file,
-            report_file=tmp / "report.json",
+        check = CheckInput(
+            input_dir=tmp, model_dir=model_dir, version_dir=version_dir, golden_file=golden_file
         )
-        outcome = run_check(
-            cmd,
-            report_file=tmp / "report.json",
-            limits=CheckLimits.from_settings(),
-            on_step=lambda step: None,
-        )
+        try:
+            outcome = run_check(check, limits=CheckLimits.from_settings(), on_step=lambda s: None)
+        except SandboxUnavailableError as exc:
+            return _record_failed(golden, exc.message)
     result = _golden_result(outcome.report, golden.pk)
     if result is not None and result.get("outputs"):
         golden.expected_outputs = result["outputs"]
@@ -130,6 +125,12 @@ def golden_request_record_run(*, golden_id: int) -> GoldenRequest | None:
             str(result.get("message") or "no outputs") if result else outcome.failure_reason()
         )
     golden.save(update_fields=["expected_outputs", "state", "error"])
+    return golden
+
+
+def _record_failed(golden: GoldenRequest, reason: str) -> GoldenRequest:
+    golden.state, golden.error = GoldenState.FAILED, reason
+    golden.save(update_fields=["state", "error"])
     return golden
 
 

@@ -15,6 +15,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from repository.config import ConfigError
 from repository.errors import BlobIntegrityError, RegistryError
 from repository.models import (
     Event,
@@ -24,18 +25,17 @@ from repository.models import (
     ModelVersion,
     VersionState,
 )
+from repository.sandbox import CheckLimits, SandboxUnavailableError, sandbox_disabled
 from repository.services.events import event_record
 from repository.services.live import version_progress_publish
 from repository.services.revision import serving_revision_bump
+from repository.validation.effective import autocompleted_field_names, effective_config_text
+from repository.validation.golden_verdict import golden_verdicts
 from repository.validation.materialise import version_materialise
 from repository.validation.report import FAILED, StepFailed, StepRecorder
-from repository.validation.runner import CheckLimits, check_command, run_check
+from repository.validation.runner import CheckInput, run_check
 
 logger = logging.getLogger(__name__)
-
-# A validating version whose run started longer ago than the limit plus this grace is taken to be
-# abandoned (its worker died) and is validated again.
-DEFAULT_STALE_GRACE_S = 60
 
 
 class ValidationBusyError(RegistryError):
@@ -63,7 +63,9 @@ class Verdict:
 
 
 def validation_stale_after() -> timedelta:
-    grace = float(getattr(settings, "PORTICO_VALIDATION_STALE_GRACE_S", DEFAULT_STALE_GRACE_S))
+    # A validating version whose run started longer ago than the limit plus this grace is taken
+    # to be abandoned (its worker died) and is validated again.
+    grace = float(settings.PORTICO_VALIDATION_STALE_GRACE_S)
     return timedelta(seconds=CheckLimits.from_settings().time_limit_s + grace)
 
 
@@ -118,9 +120,17 @@ def _begin(version_id: int) -> ModelVersion | None:
             action=Event.Action.VALIDATION_STARTED,
             model=version.model,
             to_version=version.number,
+            detail=_sandbox_detail(),
         )
     version_progress_publish(version)
     return version
+
+
+def _sandbox_detail() -> dict[str, Any]:
+    """Each run with the sandbox switched off says so in the audit log, next to its version."""
+    if not sandbox_disabled():
+        return {}
+    return {"sandbox": "off", "warning": "uploaded code ran outside the validation sandbox"}
 
 
 def _run(version: ModelVersion, tmp: Path, recorder: StepRecorder) -> Verdict:
@@ -170,37 +180,79 @@ def _run_check(
     if version.submitted_config_text:
         config_file = tmp / "submitted.pbtxt"
         config_file.write_text(version.submitted_config_text, encoding="utf-8")
-    golden_file = _write_golden_file(version, tmp / "golden.json")
-    report_file = tmp / "report.json"
-    cmd = check_command(
+    goldens = list(
+        GoldenRequest.objects.filter(model=version.model, state=GoldenState.RECORDED).order_by("pk")
+    )
+    check = CheckInput(
+        input_dir=tmp,
         model_dir=model_dir,
         version_dir=version_dir,
         config_file=config_file,
-        golden_file=golden_file,
-        report_file=report_file,
+        golden_file=_write_golden_file(goldens, tmp / "golden.json"),
     )
-    outcome = run_check(
-        cmd, report_file=report_file, limits=CheckLimits.from_settings(), on_step=recorder.add
-    )
+    try:
+        outcome = run_check(check, limits=CheckLimits.from_settings(), on_step=recorder.add)
+    except SandboxUnavailableError as exc:
+        recorder.add({"name": "sandbox", "status": FAILED, "message": exc.message})
+        return Verdict(ok=False, error=f"sandbox: {exc.message}")
     report = outcome.report
     if report is None:
         reason = outcome.failure_reason()
         recorder.add({"name": "check", "status": FAILED, "message": reason, "duration_ms": 0})
         return Verdict(ok=False, error=reason)
-    if not report.get("ok"):
-        return Verdict(ok=False, error=_report_error(report, recorder), golden=_golden(report))
+    golden = golden_verdicts(goldens, _golden(report)) if goldens else []
+    if not report.get("ok") or recorder.failed_step is not None:
+        return Verdict(ok=False, error=_report_error(report, recorder, golden), golden=golden)
+    if outcome.returncode != 0:
+        # A report claiming success from a check that did not exit cleanly is not believed.
+        reason = f"the report claims success but {outcome.failure_reason()}"
+        recorder.add({"name": "check", "status": FAILED, "message": reason, "duration_ms": 0})
+        return Verdict(ok=False, error=reason)
+    return _verify(version, report, golden, recorder)
+
+
+def _verify(
+    version: ModelVersion,
+    report: dict[str, Any],
+    golden: list[dict[str, Any]],
+    recorder: StepRecorder,
+) -> Verdict:
+    """The worker's own checks of a passing report: its config, then the golden outputs."""
+    try:
+        with recorder.step("verify-config") as out:
+            config_text = _effective_config(version, report)
+            out["message"] = "the effective config is valid and keeps the model's identity"
+        if golden:
+            with recorder.step("verify-golden") as out:
+                failed = [g for g in golden if not g["ok"]]
+                if failed:
+                    raise StepFailed(_golden_error(failed))
+                out["message"] = f"{len(golden)} golden request(s) match the recorded outputs"
+    except StepFailed as exc:
+        return Verdict(ok=False, error=str(exc), golden=golden)
     return Verdict(
         ok=True,
-        config_text=str(report.get("config_text") or ""),
-        autocompleted_fields=[str(f) for f in report.get("autocompleted_fields") or []],
-        golden=_golden(report),
+        config_text=config_text,
+        autocompleted_fields=autocompleted_field_names(report.get("autocompleted_fields")),
+        golden=golden,
         gpu_check_pending=str(report.get("gpu_check_pending") or ""),
     )
 
 
-def _write_golden_file(version: ModelVersion, path: Path) -> Path | None:
-    goldens = GoldenRequest.objects.filter(model=version.model, state=GoldenState.RECORDED)
-    entries = [golden_entry(g, expected=True) for g in goldens]
+def _effective_config(version: ModelVersion, report: dict[str, Any]) -> str:
+    try:
+        return effective_config_text(
+            claimed=report.get("config_text"),
+            model_name=version.model.name,
+            submitted_text=version.submitted_config_text or "",
+        )
+    except ConfigError as exc:
+        raise StepFailed("; ".join(exc.problems) or str(exc)) from None
+
+
+def _write_golden_file(goldens: list[GoldenRequest], path: Path) -> Path | None:
+    """Inputs only: the expected outputs stay with the worker, which compares."""
+    entries = [golden_entry(g, expected=False) for g in goldens]
     if not entries:
         return None
     path.write_text(json.dumps(entries), encoding="utf-8")
@@ -224,33 +276,22 @@ def _golden(report: dict[str, Any]) -> list[dict[str, Any]]:
     return [g for g in golden if isinstance(g, dict)]
 
 
-def _report_error(report: dict[str, Any], recorder: StepRecorder) -> str:
+def _report_error(
+    report: dict[str, Any], recorder: StepRecorder, golden: list[dict[str, Any]]
+) -> str:
     steps = [s for s in report.get("steps") or [] if isinstance(s, dict)]
-    failed = next((s for s in steps if s.get("status") == FAILED), None) or recorder.failed_step
+    failed = recorder.failed_step or next((s for s in steps if s.get("status") == FAILED), None)
     if failed is None:
         return "the check failed without naming a step"
-    if failed.get("name") == "golden":
-        return _golden_error(version_goldens(report), failed)
+    failures = [g for g in golden if not g["ok"]]
+    if failed.get("name") == "golden" and failures:
+        return _golden_error(failures)
     return f"{failed.get('name')}: {failed.get('message', '')}"
 
 
-def version_goldens(report: dict[str, Any]) -> list[dict[str, Any]]:
-    return [g for g in _golden(report) if not g.get("ok")]
-
-
-def _golden_error(failures: list[dict[str, Any]], step: dict[str, Any]) -> str:
+def _golden_error(failures: list[dict[str, Any]]) -> str:
     """Name each failing golden request (by its name, not its id) and the outputs that differ."""
-    names = dict(
-        GoldenRequest.objects.filter(pk__in=[g.get("id") for g in failures]).values_list(
-            "pk", "name"
-        )
-    )
-    if not failures:
-        return f"golden: {step.get('message', '')}"
-    parts = [
-        f"golden request '{names.get(g.get('id'), g.get('id'))}': {g.get('message', '')}"
-        for g in failures
-    ]
+    parts = [f"golden request '{g['name']}': {g['message']}" for g in failures]
     return "golden: " + "; ".join(parts)
 
 

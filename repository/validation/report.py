@@ -11,6 +11,8 @@ from repository.models import ModelVersion, VersionState
 from repository.services.live import version_progress_publish
 
 PASSED, FAILED, SKIPPED = "passed", "failed", "skipped"
+MAX_NAME_CHARS = 64
+MAX_MESSAGE_CHARS = 4000
 
 
 class StepFailed(Exception):
@@ -29,12 +31,13 @@ class StepRecorder:
         return next((s for s in self.steps if s["status"] == FAILED), None)
 
     def add(self, step: dict[str, Any]) -> None:
+        # NOTE: steps also come from the check child, i.e. from the model: bounded, plain values.
         self.steps.append(
             {
-                "name": str(step.get("name", "")),
-                "status": str(step.get("status", "")),
-                "message": str(step.get("message", "") or ""),
-                "duration_ms": float(step.get("duration_ms", 0) or 0),
+                "name": str(step.get("name", ""))[:MAX_NAME_CHARS],
+                "status": str(step.get("status", ""))[:MAX_NAME_CHARS],
+                "message": str(step.get("message", "") or "")[:MAX_MESSAGE_CHARS],
+                "duration_ms": _duration(step.get("duration_ms")),
             }
         )
         self._save()
@@ -66,3 +69,10 @@ def _step(name: str, status: str, message: str, started: float) -> dict[str, Any
         "message": message,
         "duration_ms": round((time.monotonic() - started) * 1000, 3),
     }
+
+
+def _duration(value: object) -> float:
+    try:
+        return float(value or 0)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return 0.0

@@ -1,46 +1,64 @@
-"""Run ``python -m serving.check`` in a child process with time and memory limits."""
+"""Run ``python -m serving.check`` in a child process: inside the sandbox, with its limits.
+
+The child streams its steps as JSON lines on stdout and writes its report to a pipe the worker
+reads (``--report /dev/fd/N``): there is no report file the model could pre-write or link
+elsewhere. Whatever arrives is the model's claim, and the pipeline re-checks it.
+"""
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import ctypes.util
 import dataclasses
 import json
 import logging
 import os
 import queue
-import resource
 import signal
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
 from django.conf import settings
 
+from repository.sandbox import (
+    CheckLimits,
+    SandboxLayout,
+    SandboxPolicy,
+    sandbox_probe,
+    sandboxed_argv,
+)
+from repository.sandbox.cgroups import CheckCgroup
+from repository.sandbox.command import HOME, SOURCE_ROOT, TMP
+from repository.sandbox.environment import check_env
+from repository.sandbox.limits import child_setup
+
 logger = logging.getLogger(__name__)
 
 STDERR_TAIL_CHARS = 4000
+# A report larger than this is not read to the end (and so does not parse): a model cannot make
+# the worker buffer unbounded output.
+MAX_REPORT_BYTES = 256 * 1024**2
+MAX_STEP_LINE_BYTES = 64 * 1024
+MAX_STEPS = 64
+
+__all__ = ["CheckInput", "CheckLimits", "CheckOutcome", "check_command", "run_check"]
 
 
 @dataclasses.dataclass(frozen=True)
-class CheckLimits:
-    """Wall-clock seconds and address-space bytes the child may use."""
+class CheckInput:
+    """The host folder holding one version's copy and the files the check reads, all under
+    ``input_dir`` (the only host folder the sandbox sees, read-only)."""
 
-    time_limit_s: float
-    memory_limit_bytes: int
-
-    @classmethod
-    def from_settings(cls) -> CheckLimits:
-        return cls(
-            time_limit_s=float(settings.PORTICO_VALIDATION_TIME_LIMIT_S),
-            memory_limit_bytes=int(settings.PORTICO_VALIDATION_MEMORY_LIMIT_BYTES),
-        )
+    input_dir: Path
+    model_dir: Path
+    version_dir: Path
+    config_file: Path | None = None
+    golden_file: Path | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,106 +73,190 @@ class CheckOutcome:
     def failure_reason(self) -> str:
         if self.timed_out:
             return "the check ran past its time limit and was stopped"
-        if self.returncode < 0:
-            name = signal.Signals(-self.returncode).name
-            return f"the check process was killed by {name} (memory limit?)"
+        # bubblewrap reports its child's death by signal N as status 128 + N.
+        signum = -self.returncode if self.returncode < 0 else self.returncode - 128
+        if signum in set(signal.Signals):
+            name = signal.Signals(signum).name
+            return f"the check process was killed by {name} (memory or CPU limit?)"
         tail = self.stderr_tail.strip().splitlines()[-1:] or ["no report written"]
         return f"the check process exited with status {self.returncode}: {tail[0]}"
 
 
 def check_command(
     *,
-    model_dir: Path,
-    version_dir: Path,
-    config_file: Path | None,
-    golden_file: Path | None,
-    report_file: Path,
+    model_dir: str,
+    version_dir: str,
+    config_file: str | None,
+    golden_file: str | None,
+    report_file: str,
 ) -> list[str]:
-    # The module is a setting only so tests can stand in a scripted check; serving.check is the one.
-    module = getattr(settings, "PORTICO_VALIDATION_CHECK_MODULE", "serving.check")
-    cmd = [
-        sys.executable,
-        "-m",
-        module,
-        "--model-dir",
-        str(model_dir),
-        "--version-dir",
-        str(version_dir),
-        "--report",
-        str(report_file),
-    ]
+    module = str(settings.PORTICO_VALIDATION_CHECK_MODULE)
+    cmd = [sys.executable, "-m", module, "--model-dir", model_dir, "--version-dir", version_dir]
+    cmd += ["--report", report_file]
     if config_file is not None:
-        cmd += ["--config", str(config_file)]
+        cmd += ["--config", config_file]
     if golden_file is not None:
-        cmd += ["--golden", str(golden_file)]
+        cmd += ["--golden", golden_file]
     return cmd
 
 
 def run_check(
-    cmd: list[str],
-    *,
-    report_file: Path,
+    check: CheckInput, *, limits: CheckLimits, on_step: Callable[[dict[str, Any]], None]
+) -> CheckOutcome:
+    """Run the check; ``on_step`` gets each JSON step line as it arrives; killed at the limit.
+
+    Raises ``SandboxUnavailableError`` when the sandbox is on and cannot be set up.
+    """
+    policy = SandboxPolicy.from_settings()
+    if policy.enabled:
+        sandbox_probe(policy)
+    report_r, report_w = os.pipe()
+    try:
+        argv, env = _command(check, policy, limits, report_fd=report_w)
+    except BaseException:
+        os.close(report_r)
+        os.close(report_w)
+        raise
+    return _run(argv, env, check.input_dir, limits, report_r, report_w, on_step)
+
+
+def _command(
+    check: CheckInput, policy: SandboxPolicy, limits: CheckLimits, *, report_fd: int
+) -> tuple[list[str], dict[str, str]]:
+    report = f"/dev/fd/{report_fd}"
+    if not policy.enabled:
+        return _unconfined_command(check, report, policy)
+    layout = SandboxLayout(
+        base_dir=Path(settings.BASE_DIR),
+        input_dir=check.input_dir,
+        check_module=str(settings.PORTICO_VALIDATION_CHECK_MODULE),
+    )
+    inner = check_command(
+        model_dir=layout.inside(check.model_dir),
+        version_dir=layout.inside(check.version_dir),
+        config_file=layout.inside(check.config_file) if check.config_file else None,
+        golden_file=layout.inside(check.golden_file) if check.golden_file else None,
+        report_file=report,
+    )
+    argv = sandboxed_argv(policy=policy, limits=limits, layout=layout, argv=inner)
+    env = check_env(pythonpath=SOURCE_ROOT, home=HOME, tmpdir=TMP, pass_env=policy.pass_env)
+    return argv, env
+
+
+def _unconfined_command(
+    check: CheckInput, report: str, policy: SandboxPolicy
+) -> tuple[list[str], dict[str, str]]:
+    """The sandbox switched off: the same check on the host, still with the scrubbed env."""
+    scratch = check.input_dir / "scratch"
+    scratch.mkdir(exist_ok=True)
+    argv = check_command(
+        model_dir=str(check.model_dir),
+        version_dir=str(check.version_dir),
+        config_file=str(check.config_file) if check.config_file else None,
+        golden_file=str(check.golden_file) if check.golden_file else None,
+        report_file=report,
+    )
+    env = check_env(
+        pythonpath=str(settings.BASE_DIR),
+        home=str(scratch),
+        tmpdir=str(scratch),
+        pass_env=policy.pass_env,
+    )
+    return argv, env
+
+
+def _run(
+    argv: list[str],
+    env: dict[str, str],
+    cwd: Path,
     limits: CheckLimits,
+    report_r: int,
+    report_w: int,
     on_step: Callable[[dict[str, Any]], None],
 ) -> CheckOutcome:
-    """Run the check; ``on_step`` gets each JSON step line as it arrives; killed at the limit."""
-    with tempfile.TemporaryFile(mode="w+b") as stderr:
+    cgroup = CheckCgroup.create(limits)
+    with tempfile.TemporaryFile(mode="w+b") as stderr, _closing(cgroup):
         proc = subprocess.Popen(
-            cmd,
+            argv,
             stdout=subprocess.PIPE,
             stderr=stderr,
             stdin=subprocess.DEVNULL,
-            cwd=str(settings.BASE_DIR),
-            env=_child_env(),
+            cwd=str(cwd),
+            env=env,
+            pass_fds=(report_w,),
             start_new_session=True,
-            preexec_fn=_child_setup(limits.memory_limit_bytes),
+            preexec_fn=_child_preexec(limits, cgroup),
         )
+        os.close(report_w)  # only the child holds the write end: EOF when it is gone
+        report_reader = _ReportReader(report_r)  # owns report_r from here on
         try:
             timed_out = _pump(proc, limits.time_limit_s, on_step)
         finally:
-            _kill_group(proc.pid)  # leftovers the child started and did not stop
+            # NOTE: in the sandbox the check's processes live in their own PID namespace and die
+            # with bwrap; unconfined, the process group is the best there is.
+            _kill_group(proc.pid)
             proc.wait()
             assert proc.stdout is not None
             proc.stdout.close()
+        report = report_reader.result() if not timed_out else None
         stderr.seek(0, os.SEEK_END)
         stderr.seek(max(0, stderr.tell() - STDERR_TAIL_CHARS))
         tail = stderr.read().decode("utf-8", "replace")
-    report = _read_report(report_file) if not timed_out else None
     return CheckOutcome(report, proc.returncode, tail, timed_out)
 
 
-def _child_env() -> dict[str, str]:
-    env = dict(os.environ)
-    root = str(settings.BASE_DIR)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in [root, env.get("PYTHONPATH", "")] if p)
-    env["PYTHONUNBUFFERED"] = "1"
-    return env
-
-
-def _child_setup(limit: int) -> Callable[[], None]:
-    """Runs in the child before exec: address-space limit, and die if the worker dies."""
-    libc = _libc()
+def _child_preexec(limits: CheckLimits, cgroup: CheckCgroup | None) -> Callable[[], None]:
+    setup = child_setup(limits)
+    if cgroup is None:
+        return setup
+    join = cgroup.joiner()
 
     def apply() -> None:
-        if limit > 0:
-            resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-        if libc is not None:
-            # NOTE: a worker killed mid-validation must not leave its check running unwatched.
-            libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        join()  # NOTE: first, so that bubblewrap and all it starts are born inside the group
+        setup()
 
     return apply
 
 
-PR_SET_PDEATHSIG = 1
-
-
-def _libc() -> Any:
-    if not sys.platform.startswith("linux"):
-        return None
+@contextlib.contextmanager
+def _closing(cgroup: CheckCgroup | None) -> Iterator[None]:
     try:
-        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-    except OSError:
-        return None
+        yield
+    finally:
+        if cgroup is not None:
+            cgroup.close()
+
+
+class _ReportReader:
+    """Drains the report pipe on a thread (a large report must not block the child)."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+        self._chunks: list[bytes] = []
+        self._size = 0
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        try:
+            while chunk := os.read(self._fd, 1 << 20):
+                self._size += len(chunk)
+                if self._size <= MAX_REPORT_BYTES:
+                    self._chunks.append(chunk)
+        except OSError:
+            pass
+        finally:
+            os.close(self._fd)
+
+    def result(self) -> dict[str, Any] | None:
+        self._thread.join(timeout=5)
+        if self._thread.is_alive() or self._size > MAX_REPORT_BYTES:
+            return None
+        try:
+            data = json.loads(b"".join(self._chunks))
+        except ValueError:
+            return None
+        return data if isinstance(data, dict) else None
 
 
 def _pump(
@@ -166,6 +268,7 @@ def _pump(
     reader = threading.Thread(target=_read_lines, args=(proc.stdout, lines), daemon=True)
     reader.start()
     deadline = time.monotonic() + time_limit_s
+    delivered = 0
     while True:
         try:
             line = lines.get(timeout=max(0.0, min(1.0, deadline - time.monotonic())))
@@ -176,7 +279,8 @@ def _pump(
             continue
         if line is None:
             break
-        _deliver(line, on_step)
+        if delivered < MAX_STEPS and _deliver(line, on_step):
+            delivered += 1
     try:
         proc.wait(timeout=max(1.0, deadline - time.monotonic()))
     except subprocess.TimeoutExpired:
@@ -187,7 +291,8 @@ def _pump(
 
 def _read_lines(stream: IO[bytes], lines: queue.Queue[bytes | None]) -> None:
     try:
-        for line in stream:
+        # NOTE: bounded reads: the model controls this stream (a longer line is not a step).
+        while line := stream.readline(MAX_STEP_LINE_BYTES):
             lines.put(line)
     except (ValueError, OSError):
         pass  # the pipe was closed under us after a kill
@@ -195,17 +300,18 @@ def _read_lines(stream: IO[bytes], lines: queue.Queue[bytes | None]) -> None:
         lines.put(None)
 
 
-def _deliver(line: bytes, on_step: Callable[[dict[str, Any]], None]) -> None:
+def _deliver(line: bytes, on_step: Callable[[dict[str, Any]], None]) -> bool:
     try:
         step = json.loads(line)
     except ValueError:
-        return  # stray print() from model code is not a step
-    if isinstance(step, dict) and "name" in step and "status" in step:
-        on_step(step)
+        return False  # stray print() from model code is not a step
+    if not (isinstance(step, dict) and "name" in step and "status" in step):
+        return False
+    on_step(step)
+    return True
 
 
 def _kill(proc: subprocess.Popen[bytes]) -> None:
-    # NOTE: the child leads its own session, so its helpers (Python-backend stubs) die with it.
     _kill_group(proc.pid)
     proc.wait()
 
@@ -213,11 +319,3 @@ def _kill(proc: subprocess.Popen[bytes]) -> None:
 def _kill_group(pgid: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, signal.SIGKILL)
-
-
-def _read_report(path: Path) -> dict[str, Any] | None:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None

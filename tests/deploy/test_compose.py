@@ -74,3 +74,13 @@ def test_dockerfile_defaults_to_the_cpu_image_and_swaps_onnxruntime_in_the_gpu_t
     gpu = (ROOT / "Dockerfile").read_text().split("AS gpu", 1)[1]
     assert "python deploy/gpu/lock.py && pip uninstall --yes onnxruntime" in gpu
     assert "pip install --no-cache-dir -r requirements-gpu.lock" in gpu
+
+
+def test_only_the_worker_may_create_the_validation_sandbox_namespaces(compose: dict) -> None:
+    services = compose["services"]
+    options = services["worker"]["security_opt"]
+    profile = next(o.removeprefix("seccomp=") for o in options if o.startswith("seccomp="))
+    assert (ROOT / profile).is_file()
+    assert "apparmor=unconfined" in options
+    for name in ("console", "serving-1", "serving-2"):
+        assert "security_opt" not in services[name], name

@@ -83,7 +83,8 @@ def test_upload_then_validation_makes_the_version_ready(upload, as_viewer) -> No
     body = as_viewer.get("/api/models/m/versions/1/").json()
     assert body["state"] == "ready"
     names = [s["name"] for s in body["validation"]["steps"]]
-    assert names[-2:] == ["load", "io"] and len(names) > 2  # the registry's steps, then the check's
+    # The registry's steps, then the check's, then the worker's own check of the report.
+    assert names[-3:] == ["load", "io", "verify-config"] and len(names) > 3
     assert all(set(s) == STEP_KEYS for s in body["validation"]["steps"])
     assert all(s["status"] == "passed" for s in body["validation"]["steps"])
     assert body["config"].startswith('name: "m"')

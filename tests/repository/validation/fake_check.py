@@ -1,5 +1,10 @@
 """A scripted stand-in for ``python -m serving.check`` (same CLI and report), driven by the
-``FAKE_CHECK`` environment variable: ``ok``, ``fail-io``, ``crash``, ``golden-mismatch``."""
+``FAKE_CHECK`` environment variable: ``ok``, ``fail-io``, ``crash``, ``golden-mismatch``,
+``golden-peek`` (echoes the expected outputs it is given), ``slow``, ``stream`` (steps a while
+apart and a stray print), ``sleeper`` (leaves a process behind), ``allocate`` (1 GiB at once),
+``killed`` (SIGKILLs itself), ``env`` (reports its environment) and ``forks`` (starts as many
+processes as it can, up to 64, and reports how many it got).
+``FAKE_CHECK_CONFIG``, when set, is the effective config it claims."""
 
 from __future__ import annotations
 
@@ -23,6 +28,8 @@ def main() -> int:
     if mode == "crash":
         print("Traceback: boom", file=sys.stderr)
         return 3
+    if mode in SCRIPTED:
+        return SCRIPTED[mode](args)
     files = sorted(p.name for p in Path(args.version_dir).iterdir())
     steps = [_step("load", "passed", f"files: {', '.join(files)}")]
     if mode == "fail-io":
@@ -34,14 +41,10 @@ def main() -> int:
         for g in json.loads(Path(args.golden).read_text()):
             ok = mode != "golden-mismatch"
             msg = "" if ok else f"golden request '{g['name']}': output 'OUTPUT0' differs"
-            golden.append(
-                {
-                    "id": g["id"],
-                    "ok": ok,
-                    "message": msg,
-                    "outputs": {"OUTPUT0": {"datatype": "FP32", "shape": [1], "data": [1.0]}},
-                }
-            )
+            outputs = {"OUTPUT0": {"datatype": "FP32", "shape": [1], "data": [1.0]}}
+            if mode == "golden-peek" and g.get("outputs"):
+                outputs = g["outputs"]  # a model that answers what it is told is expected
+            golden.append({"id": g["id"], "ok": ok, "message": msg, "outputs": outputs})
         steps.append(
             _step(
                 "golden",
@@ -50,9 +53,11 @@ def main() -> int:
             )
         )
     config = Path(args.config).read_text() if args.config else ""
+    config = config if "backend" in config else config + 'backend: "onnxruntime"\n'
+    config = config if "name:" in config else f'name: "{Path(args.model_dir).name}"\n' + config
     report = {
         "ok": all(s["status"] != "failed" for s in steps),
-        "config_text": config if "backend" in config else config + 'backend: "onnxruntime"\n',
+        "config_text": os.environ.get("FAKE_CHECK_CONFIG", config),
         "autocompleted_fields": ["backend"],
         "inputs": [],
         "outputs": [],
@@ -61,6 +66,73 @@ def main() -> int:
     }
     Path(args.report).write_text(json.dumps(report))
     return 0
+
+
+def _stream(args: argparse.Namespace) -> int:
+    import time
+
+    for name in ("load", "io"):
+        _step(name, "passed", "")
+        time.sleep(0.3)
+    print("a stray print from model code", flush=True)
+    Path(args.report).write_text(json.dumps({"ok": True, "config_text": "x"}))
+    return 0
+
+
+def _sleeper(args: argparse.Namespace) -> int:
+    import subprocess
+    import time
+
+    marker = os.environ.get("FAKE_CHECK_SLEEP_S", "60")
+    sleep = "import time, sys; time.sleep(float(sys.argv[1]))"
+    subprocess.Popen([sys.executable, "-c", sleep, marker], start_new_session=True)
+    time.sleep(60)
+    return 0
+
+
+def _allocate(args: argparse.Namespace) -> int:
+    data = bytearray(1024 * 1024 * 1024)
+    print("allocated", len(data))
+    return 0
+
+
+def _killed(args: argparse.Namespace) -> int:
+    import signal
+
+    os.kill(os.getpid(), signal.SIGKILL)
+    return 0
+
+
+def _env(args: argparse.Namespace) -> int:
+    Path(args.report).write_text(json.dumps({"ok": True, "env": dict(os.environ)}))
+    return 0
+
+
+def _forks(args: argparse.Namespace) -> int:
+    import time
+
+    started = 0
+    for _ in range(64):
+        try:
+            pid = os.fork()
+        except OSError:
+            break
+        if pid == 0:
+            time.sleep(30)
+            os._exit(0)
+        started += 1
+    Path(args.report).write_text(json.dumps({"ok": True, "forked": started}))
+    return 0
+
+
+SCRIPTED = {
+    "forks": _forks,
+    "stream": _stream,
+    "sleeper": _sleeper,
+    "allocate": _allocate,
+    "killed": _killed,
+    "env": _env,
+}
 
 
 def _step(name: str, status: str, message: str) -> dict[str, object]:

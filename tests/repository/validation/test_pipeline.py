@@ -45,7 +45,13 @@ def validate(version):  # type: ignore[no-untyped-def]
 def test_passing_check_makes_the_version_ready_with_the_completed_config(deployer) -> None:  # type: ignore[no-untyped-def]
     version = validate(upload(deployer))
     assert version.state == VersionState.READY
-    assert [s["name"] for s in version.validation_steps] == ["parse", "checksums", "load", "io"]
+    assert [s["name"] for s in version.validation_steps] == [
+        "parse",
+        "checksums",
+        "load",
+        "io",
+        "verify-config",
+    ]
     assert all(s["status"] == "passed" for s in version.validation_steps)
     assert "model.onnx" in version.validation_steps[2]["message"]  # the files were materialised
     assert version.config_text.endswith('backend: "onnxruntime"\n')
@@ -119,3 +125,85 @@ def test_golden_requests_are_replayed_and_a_mismatch_fails(deployer, monkeypatch
     assert "golden request 'g1'" in second.validation_error
     golden.refresh_from_db()
     assert golden.last_results["version"] == second.number and not golden.last_results["ok"]
+
+
+FORGED_CONFIGS = {
+    "another model's name": ('name: "other"\nplatform: "onnxruntime_onnx"\n', "not the model's"),
+    "a changed platform": (
+        'name: "m"\nplatform: "pytorch_libtorch"\nmax_batch_size: 0\n',
+        "differs from the uploaded config's 'onnxruntime_onnx'",
+    ),
+    "no config": ("", "returned none"),
+    "unparseable text": ("name: {{", "failed to read text proto"),
+    "an invalid config": ('name: "m"\nplatform: "onnxruntime_onnx"\nmax_batch_size: -4\n', "max"),
+}
+
+
+@pytest.mark.parametrize("forged", FORGED_CONFIGS, ids=list(FORGED_CONFIGS))
+def test_a_forged_effective_config_is_rechecked_and_never_stored(  # type: ignore[no-untyped-def]
+    deployer, monkeypatch, forged: str
+) -> None:
+    text, reason = FORGED_CONFIGS[forged]
+    monkeypatch.setenv("FAKE_CHECK_CONFIG", text)
+    version = validate(upload(deployer))
+    assert version.state == VersionState.FAILED
+    assert version.validation_steps[-1]["name"] == "verify-config"
+    assert reason in version.validation_error
+    assert version.config_text == "" and version.backend == ""
+
+
+def test_the_stored_config_is_the_one_the_worker_printed(deployer, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setenv(
+        "FAKE_CHECK_CONFIG", 'name:   "m"   platform: "onnxruntime_onnx"  # a comment\n'
+    )
+    version = validate(upload(deployer))
+    assert version.state == VersionState.READY, version.validation_error
+    assert version.config_text == 'name: "m"\nplatform: "onnxruntime_onnx"\n'
+
+
+def test_golden_outputs_are_judged_by_the_worker_not_the_check(deployer, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    first = validate(upload(deployer))
+    expected = {"OUTPUT0": {"datatype": "FP32", "shape": [1], "data": [2.0]}}
+    GoldenRequestFactory(
+        model=first.model, name="g1", state=GoldenState.RECORDED, expected_outputs=expected
+    )
+    # The check says every golden request passed, and answers [1.0]; the recording says [2.0].
+    second = validate(upload(deployer, content=b"other weights"))
+    assert second.state == VersionState.FAILED
+    assert second.validation_steps[-1]["name"] == "verify-golden"
+    assert "golden request 'g1'" in second.validation_error
+    assert "max abs difference 1" in second.validation_error
+
+
+def test_the_check_is_never_told_the_expected_outputs(deployer, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    first = validate(upload(deployer))
+    expected = {"OUTPUT0": {"datatype": "FP32", "shape": [1], "data": [2.0]}}
+    GoldenRequestFactory(
+        model=first.model, name="g1", state=GoldenState.RECORDED, expected_outputs=expected
+    )
+    monkeypatch.setenv("FAKE_CHECK", "golden-peek")  # would echo them, were it given them
+    second = validate(upload(deployer, content=b"other weights"))
+    assert second.state == VersionState.FAILED
+    assert "golden request 'g1'" in second.validation_error
+
+
+def test_a_missing_sandbox_fails_the_version_saying_how_to_fix_it(  # type: ignore[no-untyped-def]
+    deployer, settings, tmp_path: Path
+) -> None:
+    settings.PORTICO_VALIDATION_BWRAP_PATH = str(tmp_path / "bwrap")
+    version = validate(upload(deployer))
+    assert version.state == VersionState.FAILED
+    assert version.validation_steps[-1]["name"] == "sandbox"
+    assert "validation sandbox is unavailable" in version.validation_error
+    assert "install bubblewrap" in version.validation_error.lower()
+
+
+def test_a_run_with_the_sandbox_switched_off_is_on_the_audit_log(deployer, settings) -> None:  # type: ignore[no-untyped-def]
+    settings.PORTICO_VALIDATION_SANDBOX = "off"
+    version = validate(upload(deployer))
+    assert version.state == VersionState.READY, version.validation_error
+    started = Event.objects.get(action="validation_started", to_version=version.number)
+    assert started.detail["sandbox"] == "off"
+    settings.PORTICO_VALIDATION_SANDBOX = "bwrap"
+    again = validate(upload(deployer, content=b"v2"))
+    assert Event.objects.get(action="validation_started", to_version=again.number).detail == {}

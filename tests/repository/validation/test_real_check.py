@@ -14,7 +14,7 @@ from tests.repository.archives import make_zip
 
 pytestmark = pytest.mark.django_db
 
-STEPS = ["parse", "checksums", "config", "load", "io", "warmup", "golden"]
+STEPS = ["parse", "checksums", "config", "load", "io", "warmup", "golden", "verify-config"]
 
 
 @pytest.fixture(autouse=True)
