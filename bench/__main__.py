@@ -1,5 +1,8 @@
 """`python -m bench [protocol|batching|all] [--quick]`: served numbers beside raw ONNX Runtime.
 
+`python -m bench peers [--rounds N]`: Portico beside MLServer and PyTriton (``bench.peers``).
+`python -m bench cost [--baseline DIR]`: server CPU per request and mean batch (``bench.cost``).
+
 Each suite starts its own serving process on a generated Triton folder, drives it with
 perf_analyzer over HTTP and gRPC, measures raw in-process ONNX Runtime on the same model file in
 the same run, and rewrites its section of docs/benchmarks.md.
@@ -180,6 +183,13 @@ SUITES = {"protocol": protocol_suite, "batching": batching_suite}
 
 
 def main(argv: list[str]) -> None:
+    if argv[:1] in (["peers"], ["cost"]):
+        # NOTE: their own arguments; imported here so that the other suites do not need them.
+        from bench import cost, peers
+
+        {"peers": peers.main, "cost": cost.main}[argv[0]](argv[1:])
+        print(f"wrote {report.BENCHMARKS_MD}")
+        return
     parser = argparse.ArgumentParser(prog="python -m bench")
     parser.add_argument("suite", nargs="?", default="all", choices=[*SUITES, "all"])
     parser.add_argument("--quick", action="store_true", help="shorter windows, fewer points")

@@ -56,12 +56,19 @@ def run_load(
     shape: str | None = None,
     measurement_ms: int = 3000,
     extra_args: tuple[str, ...] = (),
+    any_spread: bool = False,
 ) -> LoadResult:
     """Measure ``model`` at a fixed concurrency; latencies from the client's point of view.
 
     perf_analyzer first asks for three windows within 30 % of each other; on a busy machine that
     may never happen, so it then measures again accepting any spread, and the result says so.
+    ``any_spread`` skips the first attempt (for callers that measure something else meanwhile).
     """
+    if any_spread:
+        result = _run_load(model=model, protocol=protocol, url=url, concurrency=concurrency,
+                           shape=shape, measurement_ms=measurement_ms, extra_args=extra_args,
+                           stability_percentage=10_000)  # fmt: skip
+        return dataclasses.replace(result, stable=False)
     try:
         return _run_load(model=model, protocol=protocol, url=url, concurrency=concurrency,
                          shape=shape, measurement_ms=measurement_ms, extra_args=extra_args,

@@ -23,23 +23,29 @@ def free_port() -> int:
 
 @contextlib.contextmanager
 def serving(
-    model_repository: Path, *, startup_timeout_s: float = 120, extra_args: tuple[str, ...] = ()
+    model_repository: Path,
+    *,
+    startup_timeout_s: float = 120,
+    extra_args: tuple[str, ...] = (),
+    root: Path = ROOT,
 ) -> Iterator[dict[str, str]]:
-    """Run `manage.py serve --model-repository` and yield its HTTP and gRPC addresses."""
+    """Run `manage.py serve --model-repository` (of the tree at ``root``) and yield its HTTP, gRPC
+    and metrics addresses and its process id ("pid")."""
     http_port, grpc_port, metrics_port = free_port(), free_port(), free_port()
     command = [
-        sys.executable, str(ROOT / "manage.py"), "serve",
+        sys.executable, str(root / "manage.py"), "serve",
         "--model-repository", str(model_repository),
         "--http-port", str(http_port),
         "--grpc-port", str(grpc_port),
         "--metrics-port", str(metrics_port),
         *extra_args,
     ]  # fmt: skip
-    with _running(command, http_port, startup_timeout_s):
+    with _running(command, http_port, startup_timeout_s, cwd=root) as pid:
         yield {
             "http": f"127.0.0.1:{http_port}",
             "grpc": f"127.0.0.1:{grpc_port}",
             "metrics": f"127.0.0.1:{metrics_port}",
+            "pid": str(pid),
         }
 
 
@@ -51,19 +57,21 @@ def transport_floor(*, startup_timeout_s: float = 60) -> Iterator[dict[str, str]
         sys.executable, "-m", "bench.transport_floor",
         "--http-port", str(http_port), "--grpc-port", str(grpc_port),
     ]  # fmt: skip
-    with _running(command, http_port, startup_timeout_s):
-        yield {"http": f"127.0.0.1:{http_port}", "grpc": f"127.0.0.1:{grpc_port}"}
+    with _running(command, http_port, startup_timeout_s) as pid:
+        yield {"http": f"127.0.0.1:{http_port}", "grpc": f"127.0.0.1:{grpc_port}", "pid": str(pid)}
 
 
 @contextlib.contextmanager
-def _running(command: list[str], http_port: int, startup_timeout_s: float) -> Iterator[None]:
+def _running(
+    command: list[str], http_port: int, startup_timeout_s: float, cwd: Path = ROOT
+) -> Iterator[int]:
     process = subprocess.Popen(
-        command, cwd=ROOT, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        command, cwd=cwd, env={**os.environ, "PYTHONUNBUFFERED": "1"},
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     try:
         _wait_ready(f"http://127.0.0.1:{http_port}/v2/health/ready", process, startup_timeout_s)
-        yield
+        yield process.pid
     finally:
         process.terminate()
         try:

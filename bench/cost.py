@@ -1,0 +1,189 @@
+"""Server CPU per request and the batches it formed: this tree beside another, alternating.
+
+`python -m bench cost [--baseline DIR] [--rounds N]` serves the MLP 256→1024→1024→16 and the
+identity model (dynamic batching, max batch 32, delay 0, as the peers comparison configures them)
+from this tree and, when given, from a second tree (e.g. `git worktree add ../before main`), and
+drives each at concurrency 32 over HTTP and gRPC. Beside them it drives the transport floor
+(`bench/transport_floor.py`: an echo model on the same uvicorn and grpc.aio stacks).
+
+For each point it reports the server's CPU per request (its process tree's CPU time over the run
+divided by the requests its statistics counted, so perf_analyzer's warm-up and retries are counted
+too) and the mean batch (inferences ÷ executions). CPU per request is the figure that holds on a
+machine shared with other work: a busy neighbour stretches latency and cuts throughput, but the
+CPU each request costs moves much less. Rounds alternate the trees so that drift hits both.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import statistics
+import tempfile
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import orjson
+
+from bench import perf_analyzer, report
+from bench.server import ROOT, serving, transport_floor
+
+CONFIG = """name: "{name}"
+platform: "onnxruntime_onnx"
+max_batch_size: 32
+input [{{ name: "INPUT0" data_type: TYPE_FP32 dims: [{dims}] }}]
+output [{{ name: "OUTPUT0" data_type: TYPE_FP32 dims: [{out}] }}]
+instance_group [{{ kind: KIND_CPU count: 1 }}]
+dynamic_batching {{ max_queue_delay_microseconds: 0 }}
+"""
+MODELS = {"mlp": (256, 16), "identity": (16, 16)}
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def tree_cpu_s(pid: int) -> float:
+    """CPU seconds used so far by ``pid`` and its descendants (reaped children included)."""
+    parents: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and (fields := _stat(int(entry))) is not None:
+            parents.setdefault(int(fields[1]), []).append(int(entry))
+    total, todo = 0, [pid]
+    while todo:
+        current = todo.pop()
+        fields = _stat(current)
+        if fields is not None:
+            total += sum(int(v) for v in fields[11:15])  # utime stime cutime cstime
+        todo.extend(parents.get(current, []))
+    return total / TICK
+
+
+def _stat(pid: int) -> list[str] | None:
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return text[text.rindex(")") + 2 :].split()
+
+
+def counts(http: str, model: str) -> tuple[int, int]:
+    """(inferences, executions) so far, from the statistics extension."""
+    with urllib.request.urlopen(f"http://{http}/v2/models/{model}/stats", timeout=5) as reply:
+        stats = orjson.loads(reply.read())["model_stats"][0]
+    return int(stats["inference_count"]), int(stats["execution_count"])
+
+
+def write_models(repo: Path) -> None:
+    from bench.__main__ import _demo_models
+
+    demo_models = _demo_models()
+    demo_models.write_onnx_mlp(repo, name="mlp", max_batch_size=32)
+    demo_models.write_onnx_identity(repo, name="identity", dtype="FP32", max_batch_size=32)
+    for name, (dims, out) in MODELS.items():
+        (repo / name / "config.pbtxt").write_text(CONFIG.format(name=name, dims=dims, out=out))
+
+
+@contextlib.contextmanager
+def _target(label: str, repo: Path, baseline: Path | None) -> Iterator[dict[str, str]]:
+    if label == "floor":
+        with transport_floor() as addresses:
+            yield addresses
+    else:
+        with serving(repo, root=baseline if label == "baseline" and baseline else ROOT) as found:
+            yield found
+
+
+def measure(addresses: dict[str, str], model: str, protocol: str, seconds: int) -> dict[str, float]:
+    pid = int(addresses["pid"])
+    floor = "metrics" not in addresses  # the floor serves no statistics
+    before = (0, 0) if floor else counts(addresses["http"], model)
+    cpu, began = tree_cpu_s(pid), time.monotonic()
+    result = perf_analyzer.run_load(
+        model="identity" if floor else model,
+        protocol=protocol,
+        url=addresses[protocol],
+        concurrency=32,
+        shape=f"INPUT0:{MODELS['identity' if floor else model][0]}",
+        measurement_ms=seconds * 1000,
+        any_spread=True,
+    )
+    used, wall = tree_cpu_s(pid) - cpu, time.monotonic() - began
+    if floor:  # no request count: cores over the run ÷ the measured throughput
+        return {
+            "cpu_us": used / wall / result.throughput_per_s * 1e6,
+            "batch": 1.0,
+            "throughput": result.throughput_per_s,
+        }
+    after = counts(addresses["http"], model)
+    inferences, executions = after[0] - before[0], after[1] - before[1]
+    return {
+        "cpu_us": used / max(1, inferences) * 1e6,
+        "batch": inferences / max(1, executions),
+        "throughput": result.throughput_per_s,
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench cost")
+    parser.add_argument("--baseline", type=Path, help="another tree to measure beside this one")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--seconds", type=int, default=4)
+    args = parser.parse_args(argv)
+    labels = ["this tree", *(["baseline"] if args.baseline else []), "floor"]
+    points = [
+        (label, model, protocol)
+        for label in labels
+        for model in MODELS
+        for protocol in ("http", "grpc")
+        if label != "floor" or model == "identity"
+    ]
+    found: dict[tuple[str, str, str], list[dict[str, float]]] = {p: [] for p in points}
+    loads = []
+    with tempfile.TemporaryDirectory() as folder:
+        repo = Path(folder)
+        write_models(repo)
+        for index in range(args.rounds):
+            order = labels if index % 2 == 0 else list(reversed(labels))
+            loads.append(f"{os.getloadavg()[0]:.1f}")
+            for label in order:
+                with _target(label, repo, args.baseline) as addresses:
+                    for point in [p for p in points if p[0] == label]:
+                        found[point].append(measure(addresses, point[1], point[2], args.seconds))
+    rows = []
+    for (label, model, protocol), results in found.items():
+        rows.append(
+            [
+                label,
+                "echo (floor)" if label == "floor" else model,
+                protocol.upper(),
+                f"{statistics.median(r['cpu_us'] for r in results):.0f}",
+                f"{statistics.median(r['batch'] for r in results):.1f}",
+                f"{statistics.median(r['throughput'] for r in results):.0f}",
+                " / ".join(f"{r['cpu_us']:.0f}" for r in results),
+            ]
+        )
+    body = "\n\n".join(
+        [
+            "### Server CPU per request at concurrency 32 (dynamic batching, max 32, delay 0)",
+            report.machine_line(),
+            report.table(
+                [
+                    "tree",
+                    "model",
+                    "protocol",
+                    "CPU µs per request",
+                    "mean batch",
+                    "infer/s",
+                    "CPU µs per request, each round",
+                ],
+                rows,
+            ),
+            f"Median of {args.rounds} alternating round(s); 1-minute load average at each round's "
+            f"start: {', '.join(loads)}. The floor has no statistics: its CPU per request is its "
+            "cores over the run ÷ perf_analyzer's throughput.",
+            "Reproduce: `PERF_ANALYZER=/path/to/perf_analyzer python -m bench cost "
+            "[--baseline ../before]`",
+        ]
+    )
+    report.write_section("cost", body)
+    print(body)

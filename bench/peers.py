@@ -1,0 +1,199 @@
+"""Portico beside MLServer and PyTriton (Triton's C++ core), side by side in one run.
+
+`python -m bench peers [--rounds N]` calls the shared peers harness (`../shared/peers/run.sh` from
+the project root, or ``PEERS_DIR``): the same MLP 256→1024→1024→16 and identity ONNX models, each
+server with dynamic batching at max batch 32 and 0 delay, driven by the same perf_analyzer with
+batch-1 requests. Each round runs every server once, in the opposite order from the round before,
+so a noisy spell on the shared machine falls on all of them; the table keeps each point's median
+over the rounds and rewrites its section of docs/benchmarks.md.
+
+Server CPU per request is the server's whole process tree's CPU time over the run divided by the
+requests it answered (cores ÷ throughput), the figure the issue's targets are set in.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from bench import report
+
+ROOT = Path(__file__).resolve().parent.parent
+PORTICO, PYTRITON, MLSERVER = "portico-dyn32-0ms", "pytriton-dyn32-0ms", "mlserver-batch32"
+# MLServer's REST API has no binary-tensor extension, so its HTTP row is JSON both ways.
+GROUPS = (
+    (f"{PORTICO},{PYTRITON}", "grpc,http-bin"),
+    (MLSERVER, "grpc,http-json"),
+)
+LABELS = {
+    PORTICO: "Portico",
+    PYTRITON: "PyTriton 0.7.0 (Triton's C++ core)",
+    MLSERVER: "MLServer 1.7.1",
+}
+Point = dict[str, Any]
+
+
+def peers_dir() -> Path:
+    return Path(os.environ.get("PEERS_DIR", ROOT.parent / "shared" / "peers"))
+
+
+def run_round(work: Path, *, reverse: bool, window_ms: int) -> list[Point]:
+    """Every server once (MLP and identity, concurrency 1 and 32); the points it measured."""
+    points: list[Point] = []
+    groups = list(reversed(GROUPS)) if reverse else list(GROUPS)
+    for servers, protocols in groups:
+        out = work / "results" / "servers.json"
+        out.unlink(missing_ok=True)
+        command = [
+            str(peers_dir() / "run.sh"),
+            "--only",
+            servers,
+            "--protos",
+            protocols,
+            "--models",
+            "mlp,identity",
+            "--conc",
+            "1,32",
+            "--window-ms",
+            str(window_ms),
+        ]
+        if reverse:
+            command.append("--reverse")
+        subprocess.run(command, cwd=ROOT, env={**os.environ, "PEERS_HOME": str(work)}, check=True)
+        points.extend(json.loads(out.read_text()))
+    return points
+
+
+def _load() -> str:
+    with open("/proc/loadavg") as loadavg:
+        return " ".join(loadavg.read().split()[:3])
+
+
+def _median(
+    points: list[Point], server: str, model: str, protocol: str, conc: int, key: str
+) -> float | None:
+    values = [
+        p[key]
+        for p in points
+        if (p["server"], p["model"], p["concurrency"]) == (server, model, conc)
+        and p["proto"].startswith(protocol)
+        and p.get("ok")
+        and key in p
+    ]
+    return statistics.median(values) if values else None
+
+
+def _cpu_per_request_us(points: list[Point], server: str, protocol: str) -> float | None:
+    values = [
+        p["server_cpu_cores"] / p["infer_per_s"] * 1e6
+        for p in points
+        if (p["server"], p["model"], p["concurrency"]) == (server, "mlp", 32)
+        and p["proto"].startswith(protocol)
+        and p.get("ok")
+        and p.get("infer_per_s")
+    ]
+    return statistics.median(values) if values else None
+
+
+def _fmt(value: float | None, unit: str = "") -> str:
+    return "—" if value is None else f"{value:,.0f}{unit}"
+
+
+def _ratio(a: float | None, b: float | None) -> str:
+    return "—" if a is None or b is None or not b else f"{a / b:.2f}"
+
+
+def table(points: list[Point]) -> tuple[str, str]:
+    """The issue's table (medians over rounds) and the ratios the targets are set in."""
+    rows = []
+    for server, label in LABELS.items():
+        rows.append(
+            [
+                label,
+                _fmt(_median(points, server, "mlp", "http", 32, "infer_per_s"), "/s"),
+                _fmt(_median(points, server, "mlp", "grpc", 32, "infer_per_s"), "/s"),
+                _fmt(_median(points, server, "identity", "http", 1, "p50_us"), " µs"),
+                _fmt(_median(points, server, "identity", "grpc", 1, "p50_us"), " µs"),
+                f"{_fmt(_cpu_per_request_us(points, server, 'http'), ' µs')} / "
+                f"{_fmt(_cpu_per_request_us(points, server, 'grpc'), ' µs')}",
+                " / ".join(
+                    _fmt(_median(points, server, "mlp", proto, 32, "server_avg_exec_batch"))
+                    for proto in ("http", "grpc")
+                ),
+            ]
+        )
+    main = report.table(
+        [
+            "server",
+            "MLP c=32 HTTP",
+            "MLP c=32 gRPC",
+            "identity c=1 p50 HTTP",
+            "identity c=1 p50 gRPC",
+            "server CPU per MLP request, HTTP / gRPC",
+            "mean batch, HTTP / gRPC",
+        ],
+        rows,
+    )
+
+    def thr(server: str, protocol: str) -> float | None:
+        return _median(points, server, "mlp", protocol, 32, "infer_per_s")
+
+    ratios = report.table(
+        ["ratio (MLP c=32 throughput)", "today", "target"],
+        [
+            [
+                "Portico gRPC ÷ Portico HTTP",
+                _ratio(thr(PORTICO, "grpc"), thr(PORTICO, "http")),
+                "≥ 0.9",
+            ],
+            [
+                "Portico gRPC ÷ PyTriton gRPC",
+                _ratio(thr(PORTICO, "grpc"), thr(PYTRITON, "grpc")),
+                "≥ 1.5",
+            ],
+            [
+                "Portico HTTP ÷ PyTriton HTTP",
+                _ratio(thr(PORTICO, "http"), thr(PYTRITON, "http")),
+                "≥ 2",
+            ],
+        ],
+    )
+    return main, ratios
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench peers")
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--window-ms", type=int, default=4000)
+    args = parser.parse_args(argv)
+    work = Path(os.environ.get("PEERS_HOME", Path(tempfile.gettempdir()) / "portico-peers"))
+    points: list[Point] = []
+    loads = []
+    for index in range(args.rounds):
+        before = _load()
+        points.extend(run_round(work, reverse=bool(index % 2), window_ms=args.window_ms))
+        loads.append(f"round {index + 1}: {before} → {_load()}")
+    main_table, ratios = table(points)
+    body = "\n\n".join(
+        [
+            "### Beside MLServer and PyTriton (dynamic batching, max batch 32, delay 0)",
+            report.machine_line(),
+            main_table,
+            ratios,
+            f"Median of {args.rounds} round(s), server order reversed every round. Load average "
+            f"(1, 5, 15 min) before → after each round, on a machine shared with other work: "
+            f"{'; '.join(loads)}. Server CPU per request is the server's whole process tree's CPU "
+            "over the run divided by its throughput; mean batch is the server's own statistics "
+            "(inferences ÷ executions, — where the server has none).",
+            "Reproduce: `python -m bench peers --rounds 2` (it runs `../shared/peers/run.sh`, "
+            "which installs MLServer and PyTriton into its own virtual environment on first use).",
+        ]
+    )
+    report.write_section("peers", body)
+    print(main_table, ratios, sep="\n\n")

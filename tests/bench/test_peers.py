@@ -1,0 +1,51 @@
+"""The peers comparison's table: medians over rounds, CPU per request, and the targets' ratios."""
+
+import pytest
+
+from bench import peers
+
+pytestmark = pytest.mark.embedded
+
+
+def _point(server: str, model: str, proto: str, conc: int, **values: float) -> dict[str, object]:
+    return {"server": server, "model": model, "proto": proto, "concurrency": conc, "ok": True,
+            **values}  # fmt: skip
+
+
+def _rounds() -> list[dict[str, object]]:
+    points = []
+    for throughput, cores in ((1000.0, 0.5), (3000.0, 0.9), (2000.0, 0.6)):  # three rounds
+        points += [
+            _point(peers.PORTICO, "mlp", "http-bin", 32, infer_per_s=2 * throughput,
+                   server_cpu_cores=cores, server_avg_exec_batch=16.0),
+            _point(peers.PORTICO, "mlp", "grpc", 32, infer_per_s=throughput,
+                   server_cpu_cores=cores, server_avg_exec_batch=2.0),
+            _point(peers.PYTRITON, "mlp", "grpc", 32, infer_per_s=throughput / 2,
+                   server_cpu_cores=cores),
+            _point(peers.PORTICO, "identity", "grpc", 1, p50_us=throughput / 10),
+        ]  # fmt: skip
+    points.append(_point(peers.MLSERVER, "mlp", "grpc", 32, infer_per_s=9.0))
+    points[-1]["ok"] = False  # a failed measurement is left out, not averaged in
+    return points
+
+
+def test_figures_are_medians_over_rounds_and_cpu_per_request_is_cores_over_throughput() -> None:
+    main, _ = peers.table(_rounds())
+    portico = next(line for line in main.splitlines() if line.startswith("| Portico"))
+    cells = [cell.strip() for cell in portico.strip("|").split("|")]
+    assert cells[1:5] == ["4,000/s", "2,000/s", "—", "200 µs"]
+    # Per round 0.5/2000, 0.9/6000, 0.6/4000 cores per request/s over HTTP: median 150 µs.
+    assert cells[5] == "150 µs / 300 µs"
+    assert cells[6] == "16 / 2"
+    mlserver = next(line for line in main.splitlines() if line.startswith("| MLServer"))
+    assert "9/s" not in mlserver
+
+
+def test_ratios_compare_the_medians_against_the_issue_targets() -> None:
+    _, ratios = peers.table(_rounds())
+    lines = ratios.splitlines()[2:]
+    rows = {cells[0]: cells[1:] for cells in ([c.strip() for c in line.strip("|").split("|")]
+                                              for line in lines)}  # fmt: skip
+    assert rows["Portico gRPC ÷ Portico HTTP"] == ["0.50", "≥ 0.9"]
+    assert rows["Portico gRPC ÷ PyTriton gRPC"] == ["2.00", "≥ 1.5"]
+    assert rows["Portico HTTP ÷ PyTriton HTTP"] == ["—", "≥ 2"]
