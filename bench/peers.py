@@ -43,30 +43,36 @@ def peers_dir() -> Path:
     return Path(os.environ.get("PEERS_DIR", ROOT.parent / "shared" / "peers"))
 
 
+# The issue's points: MLP throughput at concurrency 32, identity latency at concurrency 1.
+POINTS = (("mlp", "32"), ("identity", "1"))
+
+
 def run_round(work: Path, *, reverse: bool, window_ms: int) -> list[Point]:
-    """Every server once (MLP and identity, concurrency 1 and 32); the points it measured."""
+    """Every server once per point; what each measured."""
     points: list[Point] = []
     groups = list(reversed(GROUPS)) if reverse else list(GROUPS)
     for servers, protocols in groups:
-        out = work / "results" / "servers.json"
-        out.unlink(missing_ok=True)
-        command = [
-            str(peers_dir() / "run.sh"),
-            "--only",
-            servers,
-            "--protos",
-            protocols,
-            "--models",
-            "mlp,identity",
-            "--conc",
-            "1,32",
-            "--window-ms",
-            str(window_ms),
-        ]
-        if reverse:
-            command.append("--reverse")
-        subprocess.run(command, cwd=ROOT, env={**os.environ, "PEERS_HOME": str(work)}, check=True)
-        points.extend(json.loads(out.read_text()))
+        for model, concurrency in POINTS:
+            out = work / "results" / "servers.json"
+            out.unlink(missing_ok=True)
+            command = [
+                str(peers_dir() / "run.sh"),
+                "--only",
+                servers,
+                "--protos",
+                protocols,
+                "--models",
+                model,
+                "--conc",
+                concurrency,
+                "--window-ms",
+                str(window_ms),
+            ]
+            if reverse:
+                command.append("--reverse")
+            env = {**os.environ, "PEERS_HOME": str(work)}
+            subprocess.run(command, cwd=ROOT, env=env, check=True)
+            points.extend(json.loads(out.read_text()))
     return points
 
 
@@ -170,7 +176,7 @@ def table(points: list[Point]) -> tuple[str, str]:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench peers")
     parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--window-ms", type=int, default=4000)
+    parser.add_argument("--window-ms", type=int, default=3000)
     args = parser.parse_args(argv)
     work = Path(os.environ.get("PEERS_HOME", Path(tempfile.gettempdir()) / "portico-peers"))
     points: list[Point] = []
