@@ -95,6 +95,21 @@ def _median(
     return statistics.median(values) if values else None
 
 
+def _cell(
+    points: list[Point], server: str, model: str, protocol: str, conc: int, key: str, unit: str
+) -> str:
+    """The median, marked † when a round measured it only at any spread (a busy machine)."""
+    value = _median(points, server, model, protocol, conc, key)
+    unstable = any(
+        p.get("unstable_at_15pct")
+        for p in points
+        if (p["server"], p["model"], p["concurrency"]) == (server, model, conc)
+        and p["proto"].startswith(protocol)
+        and p.get("ok")
+    )
+    return _fmt(value, unit) + (" †" if unstable and value is not None else "")
+
+
 def _cpu_per_request_us(points: list[Point], server: str, protocol: str) -> float | None:
     values = [
         p["server_cpu_cores"] / p["infer_per_s"] * 1e6
@@ -122,10 +137,10 @@ def table(points: list[Point]) -> tuple[str, str]:
         rows.append(
             [
                 label,
-                _fmt(_median(points, server, "mlp", "http", 32, "infer_per_s"), "/s"),
-                _fmt(_median(points, server, "mlp", "grpc", 32, "infer_per_s"), "/s"),
-                _fmt(_median(points, server, "identity", "http", 1, "p50_us"), " µs"),
-                _fmt(_median(points, server, "identity", "grpc", 1, "p50_us"), " µs"),
+                _cell(points, server, "mlp", "http", 32, "infer_per_s", "/s"),
+                _cell(points, server, "mlp", "grpc", 32, "infer_per_s", "/s"),
+                _cell(points, server, "identity", "http", 1, "p50_us", " µs"),
+                _cell(points, server, "identity", "grpc", 1, "p50_us", " µs"),
                 f"{_fmt(_cpu_per_request_us(points, server, 'http'), ' µs')} / "
                 f"{_fmt(_cpu_per_request_us(points, server, 'grpc'), ' µs')}",
                 " / ".join(
@@ -196,7 +211,9 @@ def main(argv: list[str] | None = None) -> None:
             f"(1, 5, 15 min) before → after each round, on a machine shared with other work: "
             f"{'; '.join(loads)}. Server CPU per request is the server's whole process tree's CPU "
             "over the run divided by its throughput; mean batch is the server's own statistics "
-            "(inferences ÷ executions, — where the server has none).",
+            "(inferences ÷ executions, — where the server has none). † perf_analyzer found no "
+            "windows within 15 % of each other in some round and measured again accepting a "
+            "spread of up to 100 %; — in place of a figure: not even that was reached.",
             "Reproduce: `python -m bench peers --rounds 2` (it runs `../shared/peers/run.sh`, "
             "which installs MLServer and PyTriton into its own virtual environment on first use).",
         ]
