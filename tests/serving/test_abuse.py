@@ -21,6 +21,7 @@ from pathlib import Path
 
 import grpc
 import numpy as np
+import psutil
 import pytest
 from tritonclient.grpc import service_pb2, service_pb2_grpc
 
@@ -106,13 +107,24 @@ def test_a_thousand_slow_clients_leave_memory_bounded_and_health_fast(
     host, port = server.http.split(":")
     until = time.monotonic() + SLOW_CLIENTS_HOLD_S
 
+    held: list[int] = []
+
     async def abuse() -> None:
-        await asyncio.gather(*(_slow_client(host, int(port), i, until)
-                               for i in range(SLOW_CLIENTS)))  # fmt: skip
+        clients = asyncio.gather(*(_slow_client(host, int(port), i, until)
+                                   for i in range(SLOW_CLIENTS)))  # fmt: skip
+        await asyncio.sleep(SLOW_CLIENTS_HOLD_S / 2)
+        held.append(_open_connections(server, int(port)))
+        await clients
 
     with Watch(server) as watch:
         asyncio.run(abuse())
+    assert held[0] >= SLOW_CLIENTS  # the server really held them all at once
     assert_healthy(watch, server)
+
+
+def _open_connections(server: ServerProcess, port: int) -> int:
+    connections = psutil.Process(server.process.pid).net_connections(kind="tcp")
+    return sum(1 for c in connections if c.laddr and c.laddr.port == port and c.raddr)
 
 
 # ------------------------------------------------------------------------------ 64 MiB bodies
