@@ -44,7 +44,7 @@ _TYPED_FIELD: dict[str, str] = {
 def parse_version(text: str) -> int | None:
     if not text:
         return None
-    if not text.isdigit():
+    if not (text.isascii() and text.isdigit()):  # NOTE: int() refuses "¹", a digit
         raise InvalidArgumentError(
             f"failed to get model version from specified version string '{text}'"
         )

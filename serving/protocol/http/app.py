@@ -137,7 +137,7 @@ class HttpApp:
         name, rest = parts[0], parts[1:]
         version: int | None = None
         if len(rest) >= 2 and rest[0] == "versions":
-            if not rest[1].isdigit():
+            if not (rest[1].isascii() and rest[1].isdigit()):  # NOTE: "¹".isdigit() too
                 raise HttpError(404, "Not Found")
             version, rest = int(rest[1]), rest[2:]
         action = rest[0] if len(rest) == 1 else "" if not rest else None
