@@ -34,7 +34,7 @@ _NUMPY_MAX_NESTING = 32
 _FLOAT_OK_KINDS = ("i", "u", "f")
 
 
-def parse_json(body: bytes | memoryview) -> dict[str, Any]:
+def parse_json(body: bytes | bytearray | memoryview) -> dict[str, Any]:
     try:
         header = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
