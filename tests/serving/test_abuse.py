@@ -82,7 +82,8 @@ def post(server: ServerProcess, path: str, body: bytes, **headers: str) -> tuple
 
 
 async def _slow_client(host: str, port: int, index: int, until: float) -> None:
-    """Half send their headers a line at a time, half a declared 1 MiB body a byte at a time."""
+    """Half send their headers a line at a time, half declare a 64 MiB body (the most allowed) and
+    send it a byte at a time: nothing may be set aside for bytes that have not come."""
     _, writer = await asyncio.open_connection(host, port)
     try:
         if index % 2:
@@ -91,7 +92,7 @@ async def _slow_client(host: str, port: int, index: int, until: float) -> None:
         else:
             writer.write(
                 b"POST /v2/models/identity/infer HTTP/1.1\r\nHost: x\r\n"
-                b"Content-Type: application/json\r\nContent-Length: 1048576\r\n\r\n{"
+                b"Content-Type: application/json\r\nContent-Length: 67108864\r\n\r\n{"
             )
             lines = (b" " for _ in range(10_000))
         while time.monotonic() < until:

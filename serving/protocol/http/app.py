@@ -31,7 +31,7 @@ from serving.protocol.binary_codec import (
 from serving.protocol.config_json import config_to_json
 from serving.protocol.errors import HTTP_STATUS
 from serving.protocol.http import compression, generate
-from serving.protocol.http.body import Body, BodyBuffer
+from serving.protocol.http.body import Body
 from serving.protocol.http.disconnect import ClientDisconnected, Message, Receive, until_disconnect
 from serving.protocol.json_codec import decode_infer_request, encode_infer_response, parse_json
 
@@ -239,19 +239,16 @@ class HttpApp:
         body: bytes = message.get("body", b"")
         if not message.get("more_body"):
             return body
-        # NOTE: a declared body is copied into place chunk by chunk as it arrives; joining 64 MiB
-        # of chunks at the end would hold the event loop (and health probes) for ~100 ms.
-        buffer = BodyBuffer(int(declared) if declared is not None and declared.isdigit() else 0)
-        buffer.add(body)
+        buffer = bytearray(body)  # NOTE: grown in place, never joined (see ``body``)
         while message.get("more_body"):
             message = await receive()
             if message["type"] == "http.disconnect":
                 raise HttpError(400, "client disconnected before the request body was complete")
-            buffer.add(message.get("body", b""))
-            if buffer.size > limit:
+            buffer += message.get("body", b"")
+            if len(buffer) > limit:
                 raise HttpError(413, f"request body exceeds the maximum input size of "
                                      f"{limit} bytes")  # fmt: skip
-        return buffer.value()
+        return buffer
 
     async def _repository(
         self,
