@@ -44,6 +44,7 @@ class ServingSettings:
     exit_on_error: bool = True
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
     exit_timeout_s: float = 30.0
+    http_header_timeout_s: float = 30.0  # a request's headers must arrive within this
     server_id: str = "triton"
     cache_dir: Path | None = None  # registry mode: where blobs are materialised
     registry_poll_s: float = 2.0
@@ -105,6 +106,8 @@ class ServingSettings:
             problems.append("--http-max-input-size: must be positive")
         if self.repository_poll_s <= 0:
             problems.append("--repository-poll-secs: must be positive")
+        if self.http_header_timeout_s <= 0:
+            problems.append("SERVING_HTTP_HEADER_TIMEOUT_SECS: must be positive")
         if self.exit_timeout_s < 0:
             problems.append("--exit-timeout-secs: must not be negative")
         if self.max_in_flight_requests < 0:
@@ -244,6 +247,7 @@ _ENV_FIELDS: dict[str, tuple[str, type]] = {
     "SERVING_EXIT_ON_ERROR": ("exit_on_error", bool),
     "SERVING_HTTP_MAX_INPUT_SIZE": ("max_request_bytes", int),
     "SERVING_EXIT_TIMEOUT_SECS": ("exit_timeout_s", float),
+    "SERVING_HTTP_HEADER_TIMEOUT_SECS": ("http_header_timeout_s", float),
     "SERVING_ID": ("server_id", str),
     "SERVING_CACHE_DIR": ("cache_dir", Path),
     "SERVING_REGISTRY_POLL_SECS": ("registry_poll_s", float),

@@ -74,6 +74,20 @@ def element_count(shape: list[int] | tuple[int, ...]) -> int:
     return count
 
 
+# NOTE: numpy refuses a shape whose non-zero dims multiply (times the item size) past its address
+# space even when another dim is 0 and the tensor is empty, so the bound ignores zeros.
+MAX_SHAPE_SPAN = 2**59
+
+
+def check_shape_span(shape: list[int] | tuple[int, ...], *, name: str) -> None:
+    """INVALID_ARG for a shape no tensor can have: its non-zero dims overflow, empty or not."""
+    span = 1
+    for dim in shape:
+        span *= dim or 1
+        if span > MAX_SHAPE_SPAN:
+            raise InvalidArgumentError(f"element count of input '{name}' overflows")
+
+
 def add_bytes_elements(total: int, shape: list[Any], *, model_name: str) -> int:
     """``total`` plus a BYTES input's element count; INVALID_ARG once past ``MAX_BYTES_ELEMENTS``.
 

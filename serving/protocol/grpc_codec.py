@@ -15,6 +15,7 @@ from serving.core.datatypes import (
     NUMPY_BY_WIRE,
     NumpyArray,
     add_bytes_elements,
+    check_shape_span,
     element_count,
     tensor_from_bytes,
     tensor_to_bytes,
@@ -43,7 +44,7 @@ _TYPED_FIELD: dict[str, str] = {
 def parse_version(text: str) -> int | None:
     if not text:
         return None
-    if not text.isdigit():
+    if not (text.isascii() and text.isdigit()):  # NOTE: int() refuses "¹", a digit
         raise InvalidArgumentError(
             f"failed to get model version from specified version string '{text}'"
         )
@@ -75,6 +76,7 @@ def decode_infer_request(message: service_pb2.ModelInferRequest) -> InferRequest
         shape = list(tensor.shape)
         if any(dim < 0 for dim in shape):
             raise InvalidArgumentError(f"input '{tensor.name}' has a negative dimension")
+        check_shape_span(shape, name=tensor.name)
         if tensor.datatype == "BYTES":
             bytes_elements = add_bytes_elements(bytes_elements, shape, model_name=model_name)
         if tensor.datatype not in NUMPY_BY_WIRE:

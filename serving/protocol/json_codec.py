@@ -15,6 +15,7 @@ from serving.core.datatypes import (
     NUMPY_BY_WIRE,
     NumpyArray,
     add_bytes_elements,
+    check_shape_span,
     element_count,
     tensor_from_bytes,
     tensor_to_bytes,
@@ -33,7 +34,7 @@ _NUMPY_MAX_NESTING = 32
 _FLOAT_OK_KINDS = ("i", "u", "f")
 
 
-def parse_json(body: bytes | memoryview) -> dict[str, Any]:
+def parse_json(body: bytes | bytearray | memoryview) -> dict[str, Any]:
     try:
         header = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
@@ -162,9 +163,7 @@ def _parse_shape(value: Any, name: str) -> list[int]:
         if isinstance(dim, bool) or not isinstance(dim, int) or dim < 0:
             raise InternalError(f"Unable to parse 'shape': attempt to access JSON non-unsigned "
                                 f"integer as unsigned integer for input '{name}'")  # fmt: skip
-    count = element_count(value)
-    if count >= 2**63:
-        raise InvalidArgumentError(f"element count of input '{name}' overflows")
+    check_shape_span(value, name=name)
     return value
 
 

@@ -76,7 +76,7 @@ class SequenceControls:
             value = corrid if isinstance(corrid, str) else (str(corrid) if corrid else "")
             return np.full(self._shape, value.encode(), dtype=object)
         if isinstance(corrid, str):
-            if not corrid.isdigit():
+            if not (corrid.isascii() and corrid.isdigit()):
                 raise InvalidArgumentError(
                     f"sequence batching control CORRID expects an integer correlation ID, "
                     f"got string '{corrid}'"

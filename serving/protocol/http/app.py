@@ -31,6 +31,7 @@ from serving.protocol.binary_codec import (
 from serving.protocol.config_json import config_to_json
 from serving.protocol.errors import HTTP_STATUS
 from serving.protocol.http import compression, generate
+from serving.protocol.http.body import Body
 from serving.protocol.http.disconnect import ClientDisconnected, Message, Receive, until_disconnect
 from serving.protocol.json_codec import decode_infer_request, encode_infer_response, parse_json
 
@@ -137,7 +138,7 @@ class HttpApp:
         name, rest = parts[0], parts[1:]
         version: int | None = None
         if len(rest) >= 2 and rest[0] == "versions":
-            if not rest[1].isdigit():
+            if not (rest[1].isascii() and rest[1].isdigit()):  # NOTE: "¹".isdigit() too
                 raise HttpError(404, "Not Found")
             version, rest = int(rest[1]), rest[2:]
         action = rest[0] if len(rest) == 1 else "" if not rest else None
@@ -212,22 +213,23 @@ class HttpApp:
         out_headers: list[tuple[bytes, bytes]] = []
         if any_binary:
             out_headers.append((b"inference-header-content-length", str(len(json_body)).encode()))
-        payload = frame_response(json_body, parts)
+        # NOTE: outputs go out as they are, not framed into one more copy of a large answer.
+        pieces = [json_body, *parts]
         encoding = compression.choose_encoding(headers.get(b"accept-encoding"))
         if encoding is not None:
-            compressed = compression.compress(payload, encoding)
+            compressed = compression.compress(frame_response(json_body, parts), encoding)
             if compressed is not None:
-                payload = compressed
+                pieces = [compressed]
                 out_headers.append((b"content-encoding", encoding))
-        await _send(send, 200, payload, _OCTET if any_binary else _JSON, out_headers)
+        await _send_pieces(send, 200, pieces, _OCTET if any_binary else _JSON, out_headers)
 
-    def _raw_request(self, name: str, version: int | None, body: bytes) -> InferRequest:
+    def _raw_request(self, name: str, version: int | None, body: Body) -> InferRequest:
         lv = self.server.resolve(name, version)
         input_name, array = raw_input(lv.signature, memoryview(body), name)
         return InferRequest(model_name=name, inputs={input_name: array}, model_version=version,
                             binary_data_output=True)  # fmt: skip
 
-    async def _read_body(self, receive: Receive, headers: dict[bytes, bytes]) -> bytes:
+    async def _read_body(self, receive: Receive, headers: dict[bytes, bytes]) -> Body:
         limit = self.max_request_bytes
         declared = headers.get(b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > limit:
@@ -237,19 +239,16 @@ class HttpApp:
         body: bytes = message.get("body", b"")
         if not message.get("more_body"):
             return body
-        chunks = [body]
-        size = len(body)
+        buffer = bytearray(body)  # NOTE: grown in place, never joined (see ``body``)
         while message.get("more_body"):
             message = await receive()
             if message["type"] == "http.disconnect":
                 raise HttpError(400, "client disconnected before the request body was complete")
-            chunk = message.get("body", b"")
-            size += len(chunk)
-            if size > limit:
+            buffer += message.get("body", b"")
+            if len(buffer) > limit:
                 raise HttpError(413, f"request body exceeds the maximum input size of "
                                      f"{limit} bytes")  # fmt: skip
-            chunks.append(chunk)
-        return b"".join(chunks)
+        return buffer
 
     async def _repository(
         self,
@@ -364,11 +363,25 @@ async def _send(
     content_type: bytes,
     extra: list[tuple[bytes, bytes]] | None = None,
 ) -> None:
-    headers = [(b"content-type", content_type), (b"content-length", str(len(body)).encode())]
+    await _send_pieces(send, status, [body], content_type, extra)
+
+
+async def _send_pieces(
+    send: Send,
+    status: int,
+    pieces: list[bytes],
+    content_type: bytes,
+    extra: list[tuple[bytes, bytes]] | None = None,
+) -> None:
+    """One answer whose body is ``pieces`` in order, each sent as it is."""
+    length = sum(len(piece) for piece in pieces)
+    headers = [(b"content-type", content_type), (b"content-length", str(length).encode())]
     if extra:
         headers.extend(extra)
     await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
+    for index, piece in enumerate(pieces):
+        more = index < len(pieces) - 1
+        await send({"type": "http.response.body", "body": piece, "more_body": more})
 
 
 async def _send_json(send: Send, data: Any) -> None:

@@ -5,12 +5,13 @@ from __future__ import annotations
 import zlib
 
 from serving.errors import InvalidArgumentError, UnsupportedError
+from serving.protocol.http.body import Body
 
 _GZIP_WBITS = 31
 _ZLIB_WBITS = 15
 
 
-def decompress(body: bytes, encoding: bytes | None, *, max_bytes: int) -> bytes:
+def decompress(body: Body, encoding: bytes | None, *, max_bytes: int) -> Body:
     """The decompressed body; its size is capped like an uncompressed one."""
     if encoding is None:
         return body

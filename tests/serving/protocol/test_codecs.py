@@ -6,11 +6,14 @@ import struct
 
 import numpy as np
 import pytest
+from tritonclient.grpc import service_pb2
 
 from serving.core.datatypes import tensor_from_bytes, tensor_to_bytes
 from serving.errors import InvalidArgumentError
 from serving.protocol.config_json import config_to_json
+from serving.protocol.grpc_codec import decode_infer_request as decode_grpc
 from serving.protocol.http.compression import choose_encoding
+from serving.protocol.json_codec import decode_infer_request as decode_json
 from serving.protocol.json_codec import tensor_from_json
 
 pytestmark = pytest.mark.embedded
@@ -88,3 +91,14 @@ def test_config_json_prints_int64_as_numbers() -> None:
     data = config_to_json(config)
     assert data["input"][0]["dims"] == [-1, 3]
     assert data["dynamic_batching"]["max_queue_delay_microseconds"] == 100
+
+
+@pytest.mark.parametrize("shape", [[0, 2**40, 2**40], [2**31, 2**31, 2**2, 0], [2**62, 4]])
+def test_a_shape_whose_dims_overflow_is_a_client_error_even_when_empty(shape: list[int]) -> None:
+    header = {"inputs": [{"name": "INPUT0", "shape": shape, "datatype": "BOOL", "data": []}]}
+    with pytest.raises(InvalidArgumentError, match="element count of input 'INPUT0' overflows"):
+        decode_json(header, memoryview(b""), model_name="m", model_version=None)
+    message = service_pb2.ModelInferRequest(model_name="m")
+    message.inputs.add(name="INPUT0", datatype="BOOL", shape=shape).contents.SetInParent()
+    with pytest.raises(InvalidArgumentError, match="element count of input 'INPUT0' overflows"):
+        decode_grpc(message)

@@ -118,6 +118,8 @@ def test_raw_and_typed_contents_together_are_rejected(stub: Any) -> None:
          "StatusCode.NOT_FOUND", "'versioned' version 4 is not found"),
         (lambda c, x: c.infer("versioned", [fp32_input(x)], model_version="v1"),
          "StatusCode.INVALID_ARGUMENT", "failed to get model version from specified version"),
+        (lambda c, x: c.infer("versioned", [fp32_input(x)], model_version="\u00b9"),
+         "StatusCode.INVALID_ARGUMENT", "failed to get model version from specified version"),
         (lambda c, x: c.infer("identity_fp64", [fp32_input(x)]), "StatusCode.INVALID_ARGUMENT",
          "data-type is 'FP32', but model 'identity_fp64' expects 'FP64'"),
         (lambda c, x: c.infer("identity", [fp32_input(np.ones((9, 1), np.float32))]),

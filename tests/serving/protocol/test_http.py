@@ -319,6 +319,12 @@ def test_unknown_version_is_404(client: Any) -> None:
     assert_still_serving(client)
 
 
+def test_a_version_in_unicode_digits_is_404(server: ServingProcess, client: Any) -> None:
+    status, _, _ = raw(server, "POST", "/v2/models/versioned/versions/%C2%B9/infer", b"{}")
+    assert status == 404  # "¹" is a digit to str.isdigit, but no version number
+    assert_still_serving(client)
+
+
 def test_wrong_datatype_is_400(client: Any) -> None:
     x = np.ones((1, 2), dtype=np.float64)
     error = error_of(lambda: client.infer("identity", [identity_input(x)]))
