@@ -24,6 +24,10 @@ from repository.sandbox.limits import CheckLimits
 logger = logging.getLogger(__name__)
 
 CGROUP_V1_ROOT = Path("/sys/fs/cgroup")
+PREFIX = "portico-check-"
+# A group this old with nobody inside was left by a worker that was killed before it could remove
+# it; a check joins its group within milliseconds of making it, so a young empty one is in use.
+ABANDONED_AFTER_S = 60.0
 _warned = False
 
 
@@ -35,7 +39,8 @@ class CheckCgroup:
 
     @classmethod
     def create(cls, limits: CheckLimits, *, root: Path = CGROUP_V1_ROOT) -> CheckCgroup | None:
-        name = f"portico-check-{uuid.uuid4().hex[:12]}"
+        _sweep_abandoned(root)
+        name = f"{PREFIX}{uuid.uuid4().hex[:12]}"
         wanted = [
             ("pids", "pids.max", limits.max_processes),
             ("memory", "memory.limit_in_bytes", limits.memory_limit_bytes),
@@ -73,6 +78,18 @@ class CheckCgroup:
             _empty(directory)
             with contextlib.suppress(OSError):
                 directory.rmdir()
+
+
+def _sweep_abandoned(root: Path) -> None:
+    now = time.time()
+    for directory in root.glob(f"*/{PREFIX}*"):
+        try:
+            if now - directory.stat().st_mtime < ABANDONED_AFTER_S:
+                continue
+            if not (directory / "cgroup.procs").read_text().strip():
+                directory.rmdir()
+        except OSError:
+            continue
 
 
 def _make(directory: Path, limit_file: str, value: int) -> Path | None:

@@ -51,6 +51,8 @@ def sandboxed_argv(
         "--cap-drop",
         "ALL",
         *system_mounts(),
+        # NOTE: /tmp before the interpreter: a virtualenv under /tmp is then bound on top of it.
+        *_sized_tmpfs("/tmp", limits.scratch_bytes),
         *python_mounts(),
         "--proc",
         "/proc",
@@ -74,23 +76,20 @@ def sandboxed_argv(
 
 
 def _scratch(size_bytes: int) -> list[str]:
-    """Size-bounded tmpfs folders: the only writable places (home, /tmp, shared memory)."""
-    size = ["--size", str(size_bytes)] if size_bytes > 0 else []
+    """Size-bounded tmpfs folders: with /tmp, the only writable places (home, shared memory)."""
     return [
-        *size,
-        "--tmpfs",
-        SCRATCH,
+        *_sized_tmpfs(SCRATCH, size_bytes),
         "--dir",
         HOME,
         "--dir",
         TMP,
-        "--symlink",
-        TMP,
-        "/tmp",
-        *size,
-        "--tmpfs",
-        "/dev/shm",
+        *_sized_tmpfs("/dev/shm", size_bytes),
     ]
+
+
+def _sized_tmpfs(path: str, size_bytes: int) -> list[str]:
+    size = ["--size", str(size_bytes)] if size_bytes > 0 else []
+    return [*size, "--tmpfs", path]
 
 
 def _sources(layout: SandboxLayout) -> list[str]:

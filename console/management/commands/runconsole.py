@@ -1,13 +1,17 @@
 """Run the console (pages, management API, WebSockets) as an ASGI app under uvicorn."""
 
+import logging
 from typing import Any
 
 import uvicorn
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError
+from django.db import DatabaseError
 
 from console.security.secret_key import secret_key_required
 from repository.console_key import console_key_publish
+
+logger = logging.getLogger(__name__)
 
 
 class Command(BaseCommand):
@@ -24,7 +28,12 @@ class Command(BaseCommand):
         except ImproperlyConfigured as error:
             raise CommandError(str(error)) from error
         # Before the first request: serving learns the console key's hash from the token table.
-        console_key_publish()
+        # A database that is not reachable or migrated yet must not keep the console down: the
+        # first call to serving publishes it then.
+        try:
+            console_key_publish()
+        except DatabaseError as error:
+            logger.warning("console key not published yet (%s); the first call will", error)
         uvicorn.run(
             "console.asgi:application",
             host=host,
