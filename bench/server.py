@@ -1,24 +1,16 @@
-"""Start a Portico serving process (or the transport floor) for a benchmark, and stop it after."""
+"""Start a Portico serving process (or the transport floor) for a benchmark, and stop it after
+(with the launcher that load tests use)."""
 
 from __future__ import annotations
 
 import contextlib
-import os
-import socket
-import subprocess
 import sys
-import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
+from repository.tuning.launcher import free_port, running
+
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @contextlib.contextmanager
@@ -32,7 +24,7 @@ def serving(model_repository: Path, *, startup_timeout_s: float = 120) -> Iterat
         "--grpc-port", str(grpc_port),
         "--metrics-port", str(metrics_port),
     ]
-    with _running(command, http_port, startup_timeout_s):
+    with running(command, http_port, startup_timeout_s):
         yield {
             "http": f"127.0.0.1:{http_port}",
             "grpc": f"127.0.0.1:{grpc_port}",
@@ -48,34 +40,5 @@ def transport_floor(*, startup_timeout_s: float = 60) -> Iterator[dict[str, str]
         sys.executable, "-m", "bench.transport_floor",
         "--http-port", str(http_port), "--grpc-port", str(grpc_port),
     ]  # fmt: skip
-    with _running(command, http_port, startup_timeout_s):
+    with running(command, http_port, startup_timeout_s):
         yield {"http": f"127.0.0.1:{http_port}", "grpc": f"127.0.0.1:{grpc_port}"}
-
-
-@contextlib.contextmanager
-def _running(command: list[str], http_port: int, startup_timeout_s: float) -> Iterator[None]:
-    process = subprocess.Popen(
-        command, cwd=ROOT, env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    try:
-        _wait_ready(f"http://127.0.0.1:{http_port}/v2/health/ready", process, startup_timeout_s)
-        yield
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-
-
-def _wait_ready(url: str, process: subprocess.Popen[bytes], timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"serving exited with {process.returncode} before it was ready")
-        with contextlib.suppress(OSError), urllib.request.urlopen(url, timeout=1) as response:
-            if response.status == 200:
-                return
-        time.sleep(0.2)
-    raise RuntimeError("serving was not ready in time")

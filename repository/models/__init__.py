@@ -5,6 +5,7 @@ from repository.models.catalog import Blob, Model, ModelVersion, VersionFile, Ve
 from repository.models.golden import GoldenRequest, GoldenState
 from repository.models.serving import ServingReplica, ServingRevision
 from repository.models.tokens import ApiToken, Role
+from repository.tuning.models import JobState, LoadTest, Slo, Tuning
 
 __all__ = [
     "ApiToken",
@@ -12,11 +13,15 @@ __all__ = [
     "Event",
     "GoldenRequest",
     "GoldenState",
+    "JobState",
+    "LoadTest",
     "Model",
     "ModelVersion",
     "Role",
     "ServingReplica",
     "ServingRevision",
+    "Slo",
+    "Tuning",
     "VersionFile",
     "VersionState",
 ]
