@@ -24,10 +24,17 @@ def demo_mlp_ready(client: APIClient, tmp_path) -> dict:  # type: ignore[no-unty
     model_dir = write_onnx_mlp(tmp_path / "models", "mlp", 1, max_batch_size=64)
     version = upload_and_wait(client, "mlp", {"archive": zipped(model_dir)})
     assert version["state"] == "ready", version["validation"]
-    ones = [{"name": "INPUT0", "datatype": "FP32", "shape": [1, DEMO_FEATURES],
-             "data": [0.5] * DEMO_FEATURES}]  # fmt: skip
-    golden = client.post("/api/models/mlp/golden/", {"name": "real", "inputs": ones, "version": 1},
-                         format="json")  # fmt: skip
+    ones = [
+        {
+            "name": "INPUT0",
+            "datatype": "FP32",
+            "shape": [1, DEMO_FEATURES],
+            "data": [0.5] * DEMO_FEATURES,
+        }
+    ]
+    golden = client.post(
+        "/api/models/mlp/golden/", {"name": "real", "inputs": ones, "version": 1}, format="json"
+    )
     assert golden.status_code in (201, 202), golden.json()
     url = f"/api/models/mlp/golden/{golden.json()['id']}/"
     assert wait_for(client, url, lambda b: b["state"] != "recording")["state"] == "recorded"
@@ -39,16 +46,28 @@ def test_tuning_job_measures_every_setting_recommends_within_slo_and_applies(
 ) -> None:  # type: ignore[no-untyped-def]
     client = create_token("tuner-bot", "deployer")
     demo_mlp_ready(client, tmp_path)
-    slo = client.put("/api/models/mlp/slo/", {"latency_ms": SLO_P95_MS, "percentile": 95,
-                     "expected_rate_per_s": RATE_PER_S, "max_error_rate": 0.01}, format="json")  # fmt: skip
+    slo = client.put(
+        "/api/models/mlp/slo/",
+        {
+            "latency_ms": SLO_P95_MS,
+            "percentile": 95,
+            "expected_rate_per_s": RATE_PER_S,
+            "max_error_rate": 0.01,
+        },
+        format="json",
+    )
     assert slo.status_code == 200, slo.json()
 
     started = client.post(
         "/api/models/mlp/versions/1/tunings/",
-        {"duration_s": 0.5, "batching": ["off", "low", "high"], "instances": [1, 2],
-         "max_concurrency": 4},
+        {
+            "duration_s": 0.5,
+            "batching": ["off", "low", "high"],
+            "instances": [1, 2],
+            "max_concurrency": 4,
+        },
         format="json",
-    )  # fmt: skip
+    )
     assert started.status_code == 202, started.json()
     url = f"/api/models/mlp/versions/1/tunings/{started.json()['id']}/"
     job = wait_for(client, url, lambda b: b["state"] in TERMINAL_JOB)
