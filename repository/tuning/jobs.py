@@ -69,10 +69,7 @@ def _tuning(bench: Workbench) -> None:
             ]
             job.save(update_fields=["results"])
         if index == 0:
-            probe = job.results[0]["curve"][0]
-            compute_ms = (
-                probe["compute_input_ms"] + probe["compute_infer_ms"] + probe["compute_output_ms"]
-            )
+            compute_ms = _compute_ms(job.results[0])
             settings = plan(
                 config_text=config,
                 compute_ms=compute_ms,
@@ -115,3 +112,11 @@ def _measure_setting(bench: Workbench, setting: Setting, index: int, total: int)
             if curve_done(curve, slo):
                 break
     return setting_summary(setting=setting.as_dict(), at_rate=at_rate, curve=curve, slo=slo)
+
+
+def _compute_ms(probe: dict[str, Any]) -> float:
+    """One execution's compute time with batching off: the least over the probe's runs, since a
+    busy machine only ever adds to it."""
+    runs = [*probe["curve"], *([probe["at_rate"]] if probe["at_rate"] else [])]
+    phases = ("compute_input_ms", "compute_infer_ms", "compute_output_ms")
+    return min(sum(run[p] for p in phases) for run in runs if run["requests"])
