@@ -119,4 +119,4 @@ def _compute_ms(probe: dict[str, Any]) -> float:
     busy machine only ever adds to it."""
     runs = [*probe["curve"], *([probe["at_rate"]] if probe["at_rate"] else [])]
     phases = ("compute_input_ms", "compute_infer_ms", "compute_output_ms")
-    return min(sum(run[p] for p in phases) for run in runs if run["requests"])
+    return min((sum(run[p] for p in phases) for run in runs if run["requests"]), default=0.0)
