@@ -80,3 +80,11 @@ def test_promtool_accepts_the_rules(tmp_path: Path) -> None:
     )
     assert checked.returncode == 0, checked.stdout + checked.stderr
     assert "SUCCESS: 8 rules found" in checked.stdout
+
+
+def test_shipped_rules_are_those_of_the_demo_slo() -> None:
+    from console.platform_setup import DEMO_MLP_SLO
+    from repository.tuning.alerts import alert_rules_yaml
+
+    shipped = Path(__file__).resolve().parents[3] / "deploy" / "alerts.yml"
+    assert shipped.read_text() == alert_rules_yaml([{"model": "mlp", **DEMO_MLP_SLO}])
