@@ -65,7 +65,7 @@ def _tuning(bench: Workbench) -> None:
         if index >= len(job.results):
             job.results = [
                 *job.results,
-                _measure_setting(bench, settings[index], index, len(settings)),
+                _measure_setting(bench, settings[index], index, _planned(p, len(settings))),
             ]
             job.save(update_fields=["results"])
         if index == 0:
@@ -120,3 +120,12 @@ def _compute_ms(probe: dict[str, Any]) -> float:
     runs = [*probe["curve"], *([probe["at_rate"]] if probe["at_rate"] else [])]
     phases = ("compute_input_ms", "compute_infer_ms", "compute_output_ms")
     return min((sum(run[p] for p in phases) for run in runs if run["requests"]), default=0.0)
+
+
+def _planned(parameters: dict[str, Any], known: int) -> int:
+    """How many settings the sweep will measure: before the probe has planned them, as many as
+    the parameters can make (so the progress bar never runs backwards)."""
+    if known > 1:
+        return known
+    options = 2 if parameters["preferred_batch_sizes"] else 1
+    return max(known, len(parameters["batching"]) * len(parameters["instances"]) * options)
