@@ -14,6 +14,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
+from repository.config.parse import parse_config_text
 from repository.models import Event, LoadTest, Model, ModelVersion, Slo, Tuning, VersionState
 from repository.services.events import event_record
 from repository.services.versions import model_version_create_with_config
@@ -76,7 +77,7 @@ def version_check_testable(version: ModelVersion) -> None:
             "it carries Python code, which a load test runs at length in the "
             "worker (no sandbox); an admin must approve it first",
         )
-    if (version.model.platform or "") == "ensemble" or "ensemble_scheduling" in version.config_text:
+    if parse_config_text(version.config_text).platform == "ensemble":
         raise errors.LoadTestNotAllowedError(
             name, number, "ensembles are load-tested through their composing models"
         )
