@@ -61,7 +61,7 @@ def recommend(results: Sequence[dict[str, Any]], slo: dict[str, Any]) -> dict[st
     why = (
         f"{best['setting']['label']} carries {best['capacity_per_s']:.0f} req/s within {target}"
         f"{_rate(slo)} (p{slo.get('percentile', 95)} {_pct(best, slo):.1f} ms at the expected "
-        f"load), the most of the {len(candidates)} settings that meet the SLO"
+        f"load), {_among(len(candidates))}"
     )
     if runner_up is not None:
         why += f"; next: {runner_up['setting']['label']} at {runner_up['capacity_per_s']:.0f} req/s"
@@ -69,6 +69,12 @@ def recommend(results: Sequence[dict[str, Any]], slo: dict[str, Any]) -> dict[st
     if missed:
         why += f"; {missed} setting(s) missed the SLO"
     return {"setting": best["setting"], "capacity_per_s": best["capacity_per_s"], "why": why}
+
+
+def _among(count: int) -> str:
+    if count == 1:
+        return "the only setting that meets the SLO"
+    return f"the most of the {count} settings that meet the SLO"
 
 
 def _rate(slo: dict[str, Any]) -> str:
