@@ -51,7 +51,8 @@ function renderSlo() {
   el.className = `value slo-${slo.status.replace(" ", "-")}`;
   const label = document.querySelector("[data-slo-label]");
   const fmtWindow = (w) => (w.latency_ms == null ? "–" : `${fmt(w.latency_ms, 1)} ms`);
-  label.textContent = `SLO p${slo.slo.percentile} ≤ ${slo.slo.latency_ms} ms · 5 min ${fmtWindow(slo.short)} · 1 h ${fmtWindow(slo.long)}`;
+  label.textContent = `SLO p${slo.slo.percentile} ≤ ${slo.slo.latency_ms} ms`;
+  label.title = `p${slo.slo.percentile} over 5 min ${fmtWindow(slo.short)}, over 1 h ${fmtWindow(slo.long)}`;
 }
 
 function redraw() {

@@ -1,5 +1,6 @@
 """The tuner in Chromium against a live console and a real Celery worker: set the SLO, start a
-tuning, watch its progress bar move, see the chart and table, apply the recommendation."""
+tuning, watch its progress bar move, see the chart and table, apply the recommendation; the SLO's
+status then shows on the models list and the model's dashboard."""
 
 from __future__ import annotations
 
@@ -44,9 +45,7 @@ def test_tuning_in_the_browser(live_worker, console_only, session_factory, tmp_p
     assert page.is_visible("#tuning-cancel")
     page.wait_for_selector("#tuning-table tbody tr", timeout=TUNING_TIMEOUT_MS)
     session.shot("tuning-running", docs="tuning-running")
-    page.wait_for_selector(
-        "#tuning-root[data-tuning-state=succeeded]", timeout=TUNING_TIMEOUT_MS
-    )
+    page.wait_for_selector("#tuning-root[data-tuning-state=succeeded]", timeout=TUNING_TIMEOUT_MS)
     assert page.locator("#tuning-table tbody tr").count() == 6
     assert page.locator("#tuning-chart canvas").count() >= 1
     assert "req/s within p95 ≤ 400 ms" in page.inner_text("#tuning-why")
@@ -64,4 +63,13 @@ def test_tuning_in_the_browser(live_worker, console_only, session_factory, tmp_p
     page.wait_for_url("**/models/mlp/versions/2/")
     assert "instance_group" in page.inner_text("#config")
     session.shot("tuning-applied")
+
+    # The SLO set above is judged live: no replica serves mlp here, so there is no traffic yet.
+    page.goto("/")
+    page.wait_for_selector("[data-slo-status=mlp][data-state='no traffic']")
+    assert "p95 ≤ 400 ms" in page.inner_text("main")
+    page.goto("/dashboards/models/mlp/")
+    page.wait_for_function("document.querySelector('[data-stat=slo]').textContent === 'no traffic'")
+    assert page.inner_text("[data-slo-label]") == "SLO p95 ≤ 400 ms"
+    session.shot("tuning-slo-dashboard")
     assert session.errors == []
