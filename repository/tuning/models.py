@@ -83,6 +83,12 @@ class Job(models.Model):
     class Meta:
         abstract = True
         ordering = ["-created_at", "-id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(progress__gte=0) & models.Q(progress__lte=1),
+                name="%(class)s_progress_is_a_fraction",
+            ),
+        ]
 
     @property
     def is_terminal(self) -> bool:
@@ -94,14 +100,6 @@ class LoadTest(Job):
     (see ``repository.tuning.measure.RunResult``)."""
 
     result = models.JSONField(default=dict, blank=True)
-
-    class Meta(Job.Meta):
-        constraints = [
-            models.CheckConstraint(
-                condition=models.Q(progress__gte=0) & models.Q(progress__lte=1),
-                name="loadtest_progress_is_a_fraction",
-            ),
-        ]
 
     def __str__(self) -> str:
         return f"load test {self.pk} of {self.version}"
@@ -122,14 +120,6 @@ class Tuning(Job):
     applied_version = models.ForeignKey(
         ModelVersion, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
-
-    class Meta(Job.Meta):
-        constraints = [
-            models.CheckConstraint(
-                condition=models.Q(progress__gte=0) & models.Q(progress__lte=1),
-                name="tuning_progress_is_a_fraction",
-            ),
-        ]
 
     def __str__(self) -> str:
         return f"tuning {self.pk} of {self.version}"
