@@ -11,8 +11,12 @@ from django.core.management import CommandError
 
 from repository.importing import repository_import
 from repository.models import Role
-from repository.selectors import model_list
+from repository.selectors import model_get, model_list
 from repository.services import model_version_approve_demo, user_role_grant
+from repository.tuning.services import slo_set
+
+DEMO_MLP_SLO = {"latency_ms": 50.0, "percentile": 95, "max_error_rate": 0.001,
+                "expected_rate_per_s": 200.0}  # fmt: skip
 
 
 def ensure_admin_account(*, stdout: TextIO) -> None:
@@ -54,3 +58,5 @@ def ensure_demo_models(*, stdout: TextIO) -> None:
     result.report(out=stdout, err=stdout)
     if result.failed:
         raise CommandError(f"{len(result.failed)} demo version(s) failed validation")
+    # The demo MLP carries an SLO, so its dashboard, the models list and the tuner have a target.
+    slo_set(model=model_get(name="mlp"), actor=None, **DEMO_MLP_SLO)

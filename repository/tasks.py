@@ -10,6 +10,7 @@ from celery.signals import worker_ready
 
 from repository.services.golden import golden_request_record_run
 from repository.services.validation import model_version_validate, model_versions_requeue_stale
+from repository.tuning import tasks as tuning_tasks  # noqa: F401 - registers the tuning tasks
 from repository.validation.pipeline import ValidationBusyError
 
 logger = logging.getLogger(__name__)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from rest_framework import status
 
 from repository import errors
+from repository.tuning import errors as tuning_errors
 
 _TABLE: dict[type[errors.RegistryError], int] = {
     errors.ModelNotFoundError: status.HTTP_404_NOT_FOUND,
@@ -33,6 +34,11 @@ _TABLE: dict[type[errors.RegistryError], int] = {
     errors.TokenOutranksUserError: status.HTTP_400_BAD_REQUEST,
     errors.TokenForAnotherUserError: status.HTTP_403_FORBIDDEN,
     errors.ApprovedCodeChangedError: status.HTTP_409_CONFLICT,
+    tuning_errors.JobNotFoundError: status.HTTP_404_NOT_FOUND,
+    tuning_errors.LoadTestNotAllowedError: status.HTTP_409_CONFLICT,
+    tuning_errors.JobStateError: status.HTTP_409_CONFLICT,
+    tuning_errors.NothingToApplyError: status.HTTP_409_CONFLICT,
+    tuning_errors.SloRequiredError: status.HTTP_400_BAD_REQUEST,
 }
 
 

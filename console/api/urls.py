@@ -9,6 +9,16 @@ from console.api.views.golden import GoldenRequestDetailApi, GoldenRequestListAp
 from console.api.views.models import ModelDetailApi, ModelListApi
 from console.api.views.replicas import ReplicaListApi
 from console.api.views.tokens import TokenDetailApi, TokenListApi
+from console.api.views.tuning import (
+    LoadTestCancelApi,
+    LoadTestDetailApi,
+    LoadTestListApi,
+    SloApi,
+    TuningApplyApi,
+    TuningCancelApi,
+    TuningDetailApi,
+    TuningListApi,
+)
 from console.api.views.versions import (
     ModelRollbackApi,
     ModelVersionApproveApi,
@@ -40,6 +50,14 @@ urlpatterns = [
         GoldenRequestDetailApi.as_view(),
         name="golden-detail",
     ),
+    path("models/<str:name>/slo/", SloApi.as_view(), name="slo"),
+    path(f"{V}loadtests/", LoadTestListApi.as_view(), name="loadtest-list"),
+    path(f"{V}loadtests/<int:job_id>/", LoadTestDetailApi.as_view(), name="loadtest-detail"),
+    path(f"{V}loadtests/<int:job_id>/cancel/", LoadTestCancelApi.as_view(), name="loadtest-cancel"),
+    path(f"{V}tunings/", TuningListApi.as_view(), name="tuning-list"),
+    path(f"{V}tunings/<int:job_id>/", TuningDetailApi.as_view(), name="tuning-detail"),
+    path(f"{V}tunings/<int:job_id>/cancel/", TuningCancelApi.as_view(), name="tuning-cancel"),
+    path(f"{V}tunings/<int:job_id>/apply/", TuningApplyApi.as_view(), name="tuning-apply"),
     path("events/", EventListApi.as_view(), name="event-list"),
     path("replicas/", ReplicaListApi.as_view(), name="replica-list"),
     path("tokens/", TokenListApi.as_view(), name="token-list"),

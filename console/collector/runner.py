@@ -26,7 +26,13 @@ from django.utils import timezone
 
 from console.collector.aggregate import ReplicaSample, aggregate_fleet, strip_histograms
 from console.collector.rolling import RollingStore, Selection, TotalsTracker
-from console.collector.sources import ReplicaTarget, live_replica_targets, version_markers
+from console.collector.slo import slo_statuses
+from console.collector.sources import (
+    ReplicaTarget,
+    live_replica_targets,
+    slo_targets,
+    version_markers,
+)
 from repository.console_key import console_authorization
 
 logger = logging.getLogger(__name__)
@@ -38,6 +44,8 @@ INTERVAL_S = 1.0
 FETCH_TIMEOUT_S = 0.8
 HISTORY_S = 15 * 60
 COMPARE_SLOT_S = 5.0
+# SLOs change rarely: read them again every this many ticks.
+SLO_RELOAD_TICKS = 10
 LEASE_MS = 3000
 
 
@@ -114,6 +122,7 @@ class Collector:
         self._last_marker_id = 0
         self._task: asyncio.Task[None] | None = None
         self._lease = _PublishLease(getattr(settings, "REDIS_URL", ""))
+        self.slos: dict[str, dict[str, Any]] = {}
 
     @property
     def running(self) -> bool:
@@ -169,7 +178,10 @@ class Collector:
         frame = aggregate_fleet(samples)
         self._track(now, samples)
         new_markers = await self._poll_markers()
-        browser = {**strip_histograms(frame), "time": now, "markers": new_markers}
+        if self.ticks % SLO_RELOAD_TICKS == 0:
+            self.slos = await database_sync_to_async(slo_targets)()
+        slo = slo_statuses(self.store, self.slos, bounds=self.bounds, now=now)
+        browser = {**strip_histograms(frame), "time": now, "markers": new_markers, "slo": slo}
         self.frame = browser
         self.history.append(compact_point(now, frame))
         self.ticks += 1

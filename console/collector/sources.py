@@ -71,3 +71,11 @@ def version_markers(*, since: datetime | None = None, after_id: int = 0) -> list
         )
         for e in event_list_after(after_id=after_id, actions=MARKER_ACTIONS, since=since)
     ]
+
+
+def slo_targets() -> dict[str, dict[str, object]]:
+    """Every model's SLO, by model name (what the collector checks its rolling store against)."""
+    from repository.tuning.selectors import slo_list
+    from repository.tuning.services import slo_dict
+
+    return {slo.model.name: slo_dict(slo) for slo in slo_list()}

@@ -12,6 +12,9 @@ from django.shortcuts import render
 from console.views.access import ROLE_VIEWER, role_context, role_required
 from repository.errors import ModelNotFoundError
 from repository.selectors.catalog import model_get, model_list, model_version_list
+from repository.tuning.selectors import load_test_list, tuning_list
+
+MEASURED_ROWS = 20
 
 
 @role_required(ROLE_VIEWER)
@@ -36,9 +39,23 @@ def dashboard_compare(request: HttpRequest, name: str) -> HttpResponse:
         "nav": "dashboards",
         "sides": [("a", 10, 5), ("b", 5, 0)],  # default: the five minutes before vs the last five
         **_model_context(name),
+        **_measured_context(name),
         **role_context(request),
     }
     return render(request, "console/dashboard_compare.html", context)
+
+
+def _measured_context(name: str) -> dict[str, object]:
+    """Load tests and tunings of every version, so measured results compare across versions."""
+    try:
+        model = model_get(name=name)
+    except ModelNotFoundError:
+        return {"load_tests": [], "tunings": []}
+    finished = {"state": "succeeded"}
+    return {
+        "load_tests": list(load_test_list(model=model).filter(**finished)[:MEASURED_ROWS]),
+        "tunings": list(tuning_list(model=model).filter(**finished)[:MEASURED_ROWS]),
+    }
 
 
 def _model_context(name: str) -> dict[str, object]:

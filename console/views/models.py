@@ -33,7 +33,8 @@ def model_list(request: HttpRequest) -> HttpResponse:
     live = reads.live_replicas()
     model_stats = stats.model_stats()
     ready = reads.replicas_ready(live)
-    rows = [_row(model, ready, model_stats) for model in reads.model_list(query=query)]
+    slos = reads.slos_by_model()
+    rows = [_row(model, ready, model_stats, slos) for model in reads.model_list(query=query)]
     if key in SORTS:
         rows.sort(key=SORTS[key], reverse=sort.startswith("-"))
     page, page_query = paginate(request, rows, per_page=PAGE_SIZE)
@@ -49,12 +50,16 @@ def model_list(request: HttpRequest) -> HttpResponse:
             "query": page_query,
             "replicas_total": len(live),
             "stats_available": model_stats is not None,
+            "any_slo": bool(slos),
         },
     )
 
 
 def _row(
-    model: Any, ready: Counter[tuple[str, int]], model_stats: dict[str, Any] | None
+    model: Any,
+    ready: Counter[tuple[str, int]],
+    model_stats: dict[str, Any] | None,
+    slos: dict[int, Any],
 ) -> dict[str, Any]:
     promoted = model.promoted_versions[0] if model.promoted_versions else None
     stat = (model_stats or {}).get(model.name, {})
@@ -65,6 +70,7 @@ def _row(
         "replicas_live": ready[(model.name, promoted.number)] if promoted else 0,
         "rps": stat.get("rps"),
         "p95_ms": stat.get("p95_ms"),
+        "slo": slos.get(model.pk),
         "last_event": model.recent_events[0] if model.recent_events else None,
     }
 

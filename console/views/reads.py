@@ -143,3 +143,10 @@ def live_replicas() -> list[ServingReplica]:
 def replicas_ready(replicas: list[ServingReplica]) -> Counter[tuple[str, int]]:
     """How many of ``replicas`` have each (model, version) loaded and READY."""
     return selectors.replica_ready_counts(replicas=replicas)
+
+
+def slos_by_model() -> dict[int, Any]:
+    """Every SLO by model id, in one query (the models list shows each model's)."""
+    from repository.tuning.selectors import slo_list
+
+    return {slo.model_id: slo for slo in slo_list()}

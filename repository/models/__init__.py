@@ -12,6 +12,7 @@ from repository.models.catalog import (
 from repository.models.golden import GoldenRequest, GoldenState
 from repository.models.serving import ServingReplica, ServingRevision
 from repository.models.tokens import ApiToken, Role
+from repository.tuning.models import JobState, LoadTest, Slo, Tuning
 
 __all__ = [
     "ApiToken",
@@ -20,11 +21,15 @@ __all__ = [
     "GoldenRequest",
     "GoldenState",
     "GpuCheck",
+    "JobState",
+    "LoadTest",
     "Model",
     "ModelVersion",
     "Role",
     "ServingReplica",
     "ServingRevision",
+    "Slo",
+    "Tuning",
     "VersionFile",
     "VersionState",
 ]

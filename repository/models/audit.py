@@ -27,6 +27,11 @@ class Event(models.Model):
         TOKEN_REVOKE = "token_revoke"
         IMPORT = "import"
         ROLE_SET = "role_set"
+        SLO_SET = "slo_set", "SLO set"
+        LOADTEST_START = "loadtest_start", "Load test started"
+        TUNING_START = "tuning_start", "Tuning started"
+        TUNING_APPLY = "tuning_apply", "Tuning applied"
+        JOB_FINISH = "job_finish", "Load test or tuning finished"
 
     actor = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"

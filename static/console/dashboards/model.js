@@ -40,6 +40,21 @@ function addRow(row) {
   while (rows.length && row.t - rows[0].t > HISTORY_S) rows.shift();
 }
 
+let slo = null;
+
+// meeting / burning (missed over 5 min) / breached (missed over the hour), as the alert rules say.
+function renderSlo() {
+  const el = document.querySelector("[data-stat=slo]");
+  if (!el) return;
+  if (!slo) { el.textContent = "none"; el.className = "value muted"; return; }
+  el.textContent = slo.status;
+  el.className = `value slo-${slo.status.replace(" ", "-")}`;
+  const label = document.querySelector("[data-slo-label]");
+  const fmtWindow = (w) => (w.latency_ms == null ? "–" : `${fmt(w.latency_ms, 1)} ms`);
+  label.textContent = `SLO p${slo.slo.percentile} ≤ ${slo.slo.latency_ms} ms`;
+  label.title = `p${slo.slo.percentile} over 5 min ${fmtWindow(slo.short)}, over 1 h ${fmtWindow(slo.long)}`;
+}
+
 function redraw() {
   const t = rows.map((r) => r.t);
   const replicas = [...new Set(rows.flatMap((r) => Object.keys(r.r)))].sort();
@@ -49,10 +64,13 @@ function redraw() {
     [t, col((r) => r.c.rps), ...replicas.map((id) => col((r) => r.r[id]?.rps ?? null)), col((r) => r.c.eps)],
   );
   const perReplica = replicas.length > 1 ? replicas : [];
+  // The SLO's target, when the model has one, as a flat line on the latency chart.
+  const target = slo ? [`SLO p${slo.slo.percentile} ${slo.slo.latency_ms} ms`] : [];
   charts.latency.setData(
-    ["p50", "p95", "p99", ...perReplica.map((id) => `p95 ${id}`)],
+    ["p50", "p95", "p99", ...perReplica.map((id) => `p95 ${id}`), ...target],
     [t, col((r) => r.c.p50), col((r) => r.c.p95), col((r) => r.c.p99),
-      ...perReplica.map((id) => col((r) => r.r[id]?.p95 ?? null))],
+      ...perReplica.map((id) => col((r) => r.r[id]?.p95 ?? null)),
+      ...(slo ? [col(() => slo.slo.latency_ms)] : [])],
   );
   charts.split.setData(
     ["queue p50", "queue p95", "queue p99", "compute p50", "compute p95", "compute p99"],
@@ -122,6 +140,8 @@ connect(model, {
   },
   frame(msg) {
     window.porticoDashboard.frames += 1;
+    slo = (msg.slo || {})[model] || null;
+    renderSlo();
     addMarkers(msg.markers);
     const entry = msg.models[model];
     const replicas = msg.replicas.filter((r) => r.up || r.error);

@@ -1,0 +1,135 @@
+"""Run a load test or a tuning in the worker: claim the row, materialise the version into a
+private folder, serve it on a loopback port, measure, write progress and results to the row.
+
+The measuring runs on a thread of its own while this (the Django) thread keeps the row's
+heartbeat fresh and watches for a cancel request, so a cancel stops a run within about a second.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import datetime
+import tempfile
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from repository.models import GoldenRequest, GoldenState, ModelVersion
+from repository.tuning.inputs import request_bodies
+from repository.tuning.launcher import PrivateServer, private_server
+from repository.tuning.loadgen import Shape, Target
+from repository.tuning.measure import RunResult, measure
+from repository.tuning.models import TERMINAL_JOB_STATES, Job, JobState
+from repository.tuning.services import STALE_AFTER, job_finish
+from repository.validation.materialise import CONFIG_NAME, version_materialise
+
+T = TypeVar("T")
+WATCH_INTERVAL_S = 0.5
+
+
+class JobCancelledError(Exception):
+    """The job's cancel was requested while it ran."""
+
+
+class Workbench:
+    """One claimed job on its way: a private copy of the version and a watched measuring thread."""
+
+    def __init__(self, job: Job, root: Path) -> None:
+        self.job, self.root, self.stop = job, root, threading.Event()
+        version: ModelVersion = job.version
+        self.model, self.number = version.model.name, version.number
+        self.model_dir, _ = version_materialise(version, root, config_text=version.config_text)
+        self.bodies, self.inputs_source = request_bodies(
+            config_text=version.config_text, candidates=_candidates(job)
+        )
+
+    def serve(self, config_text: str) -> Any:
+        (self.model_dir / CONFIG_NAME).write_text(config_text, encoding="utf-8")
+        limit = float(settings.PORTICO_VALIDATION_TIME_LIMIT_S)
+        return private_server(self.root, startup_timeout_s=limit)
+
+    def run(self, server: PrivateServer, shape: Shape, progress: float, note: str) -> RunResult:
+        self.report(progress, note)
+        target = Target(
+            url=server.url,
+            path=f"/v2/models/{self.model}/versions/{self.number}/infer",
+            bodies=self.bodies,
+        )
+        return self.watched(
+            lambda: measure(
+                server, target, shape, model=self.model, version=self.number, stop=self.stop
+            )
+        )
+
+    def watched(self, work: Callable[[], T]) -> T:
+        with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+            future = pool.submit(work)
+            while True:
+                try:
+                    result = future.result(timeout=WATCH_INTERVAL_S)
+                    break
+                except concurrent.futures.TimeoutError:
+                    self.beat()
+        self.beat()
+        if self.stop.is_set():
+            raise JobCancelledError
+        return result
+
+    def beat(self) -> None:
+        model = type(self.job)
+        model.objects.filter(pk=self.job.pk).update(heartbeat_at=timezone.now())
+        if model.objects.filter(pk=self.job.pk, cancel_requested=True).exists():
+            self.stop.set()
+
+    def report(self, progress: float, message: str) -> None:
+        self.job.progress, self.job.message = min(max(progress, 0.0), 1.0), message[:300]
+        type(self.job).objects.filter(pk=self.job.pk).update(
+            progress=self.job.progress, message=self.job.message, heartbeat_at=timezone.now()
+        )
+
+
+def job_claim(model: type[Job], job_id: int) -> Job | None:
+    """Lock and mark the job running; None when it is finished, gone, or alive elsewhere."""
+    with transaction.atomic():
+        job = model.objects.select_for_update().filter(pk=job_id).first()
+        if job is None or job.state in TERMINAL_JOB_STATES:
+            return None
+        fresh = timezone.now() - (
+            job.heartbeat_at or datetime.datetime.min.replace(tzinfo=datetime.UTC)
+        )
+        if job.state == JobState.RUNNING and fresh < STALE_AFTER:
+            return None
+        job.state, job.attempts = JobState.RUNNING, job.attempts + 1
+        job.started_at = job.started_at or timezone.now()
+        job.heartbeat_at = timezone.now()
+        job.save()
+    return job
+
+
+def job_execute(job: Job, work: Callable[[Workbench], None]) -> Job:
+    """Run ``work`` on a workbench for ``job`` and record how it ended."""
+    try:
+        with tempfile.TemporaryDirectory(prefix="portico-loadtest-") as folder:
+            work(Workbench(job, Path(folder)))
+    except JobCancelledError:
+        job_finish(job=job, state=JobState.CANCELLED, message="cancelled")
+    except Exception as exc:  # noqa: BLE001 - any failure ends the job with its reason
+        job_finish(job=job, state=JobState.FAILED, error=f"{type(exc).__name__}: {exc}")
+    else:
+        job_finish(job=job, state=JobState.SUCCEEDED, message="done")
+    return job
+
+
+def _candidates(job: Job) -> list[list[dict[str, Any]]]:
+    given = (job.parameters or {}).get("inputs")
+    if given:
+        return [given]
+    goldens = GoldenRequest.objects.filter(
+        model_id=job.version.model_id, state=GoldenState.RECORDED
+    )
+    return [g.inputs for g in goldens.order_by("pk")]
