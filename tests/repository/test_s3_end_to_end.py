@@ -91,6 +91,7 @@ def replica_settings(cache: Path) -> ServingSettings:
         model_repository=None, host="127.0.0.1", http_port=0, grpc_port=-1, metrics_port=-1,
         cache_dir=cache, registry_poll_s=0.2, heartbeat_interval_s=0.3, exit_timeout_s=5.0,
         cpu_count=1, replica_id="s3-replica", redis_url=os.environ.get("REDIS_URL", ""),
+        inference_auth="off",  # storage is under test here; tests/serving/access covers tokens
     )  # fmt: skip
 
 
