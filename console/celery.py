@@ -9,3 +9,5 @@ settings_module_select()
 app = Celery("portico")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+# Every worker sweeps the registry on its own timer (no beat process needed).
+app.steps["worker"].add("repository.sweep:RegistrySweepStep")

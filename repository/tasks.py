@@ -6,10 +6,9 @@ import logging
 from typing import Any
 
 from celery import shared_task
-from celery.signals import worker_ready
 
 from repository.services.golden import golden_request_record_run
-from repository.services.validation import model_version_validate, model_versions_requeue_stale
+from repository.services.validation import model_version_validate
 from repository.tuning import tasks as tuning_tasks  # noqa: F401 - registers the tuning tasks
 from repository.validation.pipeline import ValidationBusyError
 
@@ -32,15 +31,3 @@ def record_golden_request(golden_id: int) -> str:
     """Run a golden request's inputs on its trusted version and store the outputs."""
     golden = golden_request_record_run(golden_id=golden_id)
     return golden.state if golden is not None else "skipped"
-
-
-@worker_ready.connect
-def _requeue_abandoned_validations(**_: Any) -> None:
-    # A worker killed mid-validation leaves its version in "validating"; pick those up on start.
-    try:
-        ids = model_versions_requeue_stale()
-    except Exception:  # noqa: BLE001 - a sweep must never stop the worker from starting
-        logger.exception("could not re-queue abandoned validations")
-        return
-    if ids:
-        logger.warning("re-queued abandoned validations of versions %s", ids)

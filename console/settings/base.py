@@ -268,6 +268,12 @@ PORTICO_VALIDATION_SANDBOX_PASS_ENV = env.list("PORTICO_VALIDATION_SANDBOX_PASS_
 # Where the console finds serving replicas' live stats (their heartbeats name the address).
 PORTICO_SERVING_HTTP_URL = env.str("PORTICO_SERVING_HTTP_URL", default="http://127.0.0.1:8000")
 
+# A replica not heard from for this long is removed from the registry by the worker's sweep
+# (its id names a process that is gone; a restarted replica heartbeats under a new id).
+PORTICO_REPLICA_PRUNE_AFTER_S = env.int("PORTICO_REPLICA_PRUNE_AFTER_S", default=120)
+# How often each worker sweeps: abandoned validations re-queued, stale replica rows pruned.
+PORTICO_SWEEP_INTERVAL_S = env.float("PORTICO_SWEEP_INTERVAL_S", default=30.0)
+
 # Every log line names the request it belongs to ("-" outside one): the id a 500 shows the user.
 LOGGING = {
     "version": 1,

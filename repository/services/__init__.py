@@ -11,7 +11,7 @@ from repository.services.golden import (
 )
 from repository.services.gpu_checks import gpu_checks_record, model_version_gpu_check_record
 from repository.services.promotion import model_rollback, model_version_promote
-from repository.services.replicas import replica_heartbeat
+from repository.services.replicas import replica_heartbeat, replicas_prune_stale
 from repository.services.revision import (
     REVISION_CHANNEL,
     serving_revision_bump,
@@ -68,6 +68,7 @@ __all__ = [
     "model_version_validate",
     "model_versions_requeue_stale",
     "replica_heartbeat",
+    "replicas_prune_stale",
     "role_groups_ensure",
     "serving_revision_bump",
     "serving_revision_current",

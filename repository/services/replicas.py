@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.utils import timezone
@@ -32,3 +32,15 @@ def replica_heartbeat(
         },
     )
     return replica
+
+
+def replicas_prune_stale(*, older_than_s: float) -> list[str]:
+    """Delete the rows of replicas not heard from for ``older_than_s`` seconds; their ids.
+
+    A replica's id names its process, so every restart adds a row: without this the table, and
+    the console's list of replicas that once were, grows with each deploy."""
+    cutoff = timezone.now() - timedelta(seconds=older_than_s)
+    stale = ServingReplica.objects.filter(last_seen__lt=cutoff)
+    ids = list(stale.values_list("replica_id", flat=True))
+    stale.filter(replica_id__in=ids).delete()
+    return ids
