@@ -265,8 +265,9 @@ PORTICO_VALIDATION_BWRAP_PATH = env.str("PORTICO_VALIDATION_BWRAP_PATH", default
 # Extra variable names copied into the check's otherwise allow-listed environment.
 PORTICO_VALIDATION_SANDBOX_PASS_ENV = env.list("PORTICO_VALIDATION_SANDBOX_PASS_ENV", default=[])
 
-# Where the console finds serving replicas' live stats (their heartbeats name the address).
-PORTICO_SERVING_HTTP_URL = env.str("PORTICO_SERVING_HTTP_URL", default="http://127.0.0.1:8000")
+# Serving's HTTP API as the console reaches it (Try-it, and live stats when no replica heartbeats):
+# a load balancer's URL in a scaled-out stack; unset, the live replicas' advertised URLs are used.
+PORTICO_SERVING_HTTP_URL = env.str("PORTICO_SERVING_HTTP_URL", default="")
 
 # A replica not heard from for this long is removed from the registry by the worker's sweep
 # (its id names a process that is gone; a restarted replica heartbeats under a new id).

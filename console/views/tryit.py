@@ -26,12 +26,13 @@ MAX_REQUEST_BYTES = 4 * 1024 * 1024
 
 
 def serving_url() -> str:
-    """The serving HTTP API: the configured one, else the first live replica's address."""
-    configured = str(getattr(settings, "PORTICO_SERVING_HTTP_URL", "") or "")
+    """The serving HTTP API: the configured one (a load balancer in front of the replicas), else
+    the URL a live replica advertises in its heartbeat."""
+    configured = str(settings.PORTICO_SERVING_HTTP_URL or "")
     if configured:
         return configured.rstrip("/")
-    live = reads.live_replicas()
-    return live[0].http_url.rstrip("/") if live and live[0].http_url else ""
+    advertised = (r.http_url for r in reads.live_replicas() if r.http_url)
+    return next(advertised, "").rstrip("/")
 
 
 def _infer_path(name: str, version: Any) -> str:

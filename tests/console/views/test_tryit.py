@@ -5,6 +5,7 @@ the browser tests)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 from collections.abc import Iterator
@@ -51,18 +52,26 @@ class _Serving(BaseHTTPRequestHandler):
         pass
 
 
-@pytest.fixture
-def serving(settings) -> Iterator[ThreadingHTTPServer]:
+@contextlib.contextmanager
+def fake_serving() -> Iterator[ThreadingHTTPServer]:
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Serving)
     server.seen = []  # type: ignore[attr-defined]
     server.authorization = []  # type: ignore[attr-defined]
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
-    settings.PORTICO_SERVING_HTTP_URL = f"http://127.0.0.1:{server.server_address[1]}"
-    yield server
-    server.shutdown()
-    server.server_close()
-    thread.join(timeout=5)
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
+
+
+@pytest.fixture
+def serving(settings) -> Iterator[ThreadingHTTPServer]:
+    with fake_serving() as server:
+        settings.PORTICO_SERVING_HTTP_URL = f"http://127.0.0.1:{server.server_address[1]}"
+        yield server
 
 
 REQUEST = {"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [1, 2], "data": [1, 2]}]}
@@ -151,3 +160,23 @@ def test_model_page_prefills_a_sample_request(deployer_client, catalog):
     body = deployer_client.get(reverse("console:model-detail", args=["mlp"])).content.decode()
     assert "&quot;name&quot;: &quot;INPUT0&quot;" in body
     assert "&quot;shape&quot;: [1, 4]" in body
+
+
+def test_try_it_without_a_configured_url_calls_the_url_a_live_replica_advertises(
+    viewer_client, catalog, settings
+):
+    from django.utils import timezone
+
+    from repository.services import replica_heartbeat
+
+    with fake_serving() as server:
+        settings.PORTICO_SERVING_HTTP_URL = ""
+        advertised = f"http://127.0.0.1:{server.server_address[1]}"
+        replica_heartbeat(replica_id="r1", address=advertised.split("//")[1], http_url=advertised,
+                          started_at=timezone.now(), versions=[], last_error="")  # fmt: skip
+        data = viewer_client.post(
+            reverse("console:model-try", args=["mlp"]),
+            data={"request": REQUEST},
+            content_type="application/json",
+        ).json()
+    assert data["status"] == 200 and data["url"] == advertised + "/v2/models/mlp/infer"
