@@ -38,6 +38,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="largest accepted HTTP request body in bytes (default 64 MiB)")  # fmt: skip
     add("--exit-timeout-secs", dest="exit_timeout_s", type=float,
         help="how long shutdown waits for in-flight requests (default 30)")  # fmt: skip
+    add("--drain-grace-secs", dest="drain_grace_s", type=float,
+        help="after SIGTERM: seconds not ready but still listening, so load balancers stop "
+             "sending before the listeners close (default 5)")  # fmt: skip
     add("--id", dest="server_id", help="server name in the metadata (default 'triton')")
     add("--cache-dir", type=Path,
         help="local artifact cache (registry mode; the copy of an s3:// repository)")  # fmt: skip
@@ -91,7 +94,7 @@ def settings_from_args(options: dict[str, Any]) -> ServingSettings:
     keys = ("model_repository", "model_control_mode", "repository_poll_s", "model_config_name",
             "auto_complete_config", "host", "http_port",
             "grpc_port", "metrics_port", "strict_readiness", "exit_on_error", "max_request_bytes",
-            "exit_timeout_s", "server_id", "cache_dir", "max_in_flight_requests",
+            "exit_timeout_s", "drain_grace_s", "server_id", "cache_dir", "max_in_flight_requests",
             "on_demand_max_versions", "on_demand_idle_s")  # fmt: skip
     overrides: dict[str, Any] = {key: options.get(key) for key in (*keys, *TLS_KEYS)}
     for repeated in ("load_models", "http_restricted_apis", "grpc_restricted_protocols"):

@@ -3,6 +3,11 @@
 ``run_server`` is the whole life of one process on a running loop; ``main`` runs it under uvloop
 with SIGTERM/SIGINT handlers (what ``manage.py serve`` calls); ``ServingProcess`` runs it on a
 background thread for tests and embedding. Ports open only after the start-up load finished.
+
+Stopping drains in three steps: readiness turns false while every listener stays open for
+``drain_grace_s`` (a load balancer's health checks see it and stop sending), then the listeners
+close and in-flight requests finish (up to ``exit_timeout_s``), then models unload. A second
+signal skips what is left of the grace.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ import uvloop
 
 from serving.access.guard import AccessGuard
 from serving.core.server import InferenceServer
+from serving.errors import UnavailableError
 from serving.protocol.admission import InFlightLimit
 from serving.protocol.grpc.service import create_grpc_server
 from serving.protocol.http.admission import InFlightMiddleware
@@ -82,10 +88,11 @@ async def run_server(
     source: ModelSource | None = None,
     *,
     stop: asyncio.Event | None = None,
+    hurry: asyncio.Event | None = None,
     on_ready: Any = None,
 ) -> int:
     """Serve until ``stop`` is set; returns the exit code. ``on_ready(server, ports)`` is called
-    once every port listens."""
+    once every port listens; ``hurry`` set cuts the drain grace short."""
     stop = stop or asyncio.Event()
     _sweep_shared_memory()
     source = source or make_source(settings)
@@ -125,6 +132,7 @@ async def run_server(
     if on_ready is not None:
         on_ready(server, ports)
     await stop.wait()
+    await _drain_grace(server, settings.drain_grace_s, hurry or asyncio.Event())
     logger.info("shutting down: draining in-flight requests (up to %ss)", settings.exit_timeout_s)
     server.shutting_down = True
     await _stop_transports(settings, http_server, http_task, grpc_server)
@@ -150,6 +158,16 @@ def _access_guard(settings: ServingSettings, source: ModelSource) -> AccessGuard
     guard = AccessGuard()
     attach(guard)
     return guard
+
+
+async def _drain_grace(server: InferenceServer, grace_s: float, hurry: asyncio.Event) -> None:
+    """Not ready, still serving: load balancers take a few health checks to stop sending."""
+    server.draining = True
+    if grace_s <= 0 or hurry.is_set():
+        return
+    logger.info("not ready; listeners stay open %ss so load balancers stop sending", grace_s)
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(hurry.wait(), timeout=grace_s)
 
 
 def _sweep_shared_memory() -> None:
@@ -328,13 +346,22 @@ def main(settings: ServingSettings) -> int:
     """Run one serving process until SIGTERM/SIGINT; the process's exit code."""
 
     async def run() -> int:
-        stop = asyncio.Event()
+        stop, hurry = asyncio.Event(), asyncio.Event()
+
+        def on_signal() -> None:
+            if stop.is_set():  # a second signal: no more waiting for load balancers
+                hurry.set()
+            stop.set()
+
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
+            loop.add_signal_handler(sig, on_signal)
         try:
-            return await run_server(settings, stop=stop)
+            return await run_server(settings, stop=stop, hurry=hurry)
         except StartupError:
+            return EXIT_LOAD_FAILED
+        except UnavailableError as exc:  # the registry unreachable, with nothing kept to serve
+            logger.error("cannot start serving: %s", exc.message)
             return EXIT_LOAD_FAILED
         except OSError as exc:  # a port that cannot be bound, most often
             logger.error("cannot start serving: %s", exc)
@@ -353,6 +380,7 @@ class ServingProcess:
         self.ports = BoundPorts()
         self.loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
+        self._hurry: asyncio.Event | None = None
         self._ready = threading.Event()
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name="serving", daemon=True)
@@ -365,8 +393,12 @@ class ServingProcess:
             raise self._error
         return self
 
-    def stop(self, timeout_s: float = 60.0) -> None:
+    def stop(self, timeout_s: float = 60.0, *, drain_grace: bool = False) -> None:
+        """Stop and wait; an embedded server skips the drain grace unless asked (no load
+        balancer waits on it)."""
         if self.loop is not None and self._stop is not None and self._thread.is_alive():
+            if not drain_grace and self._hurry is not None:
+                self.loop.call_soon_threadsafe(self._hurry.set)
             self.loop.call_soon_threadsafe(self._stop.set)
         self._thread.join(timeout_s)
 
@@ -399,10 +431,12 @@ class ServingProcess:
 
     async def _main(self) -> None:
         self.loop = asyncio.get_running_loop()
-        self._stop = asyncio.Event()
+        self._stop, self._hurry = asyncio.Event(), asyncio.Event()
 
         def ready(server: InferenceServer, ports: BoundPorts) -> None:
             self.server, self.ports = server, ports
             self._ready.set()
 
-        await run_server(self.settings, self.source, stop=self._stop, on_ready=ready)
+        await run_server(
+            self.settings, self.source, stop=self._stop, hurry=self._hurry, on_ready=ready
+        )

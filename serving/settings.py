@@ -45,6 +45,8 @@ class ServingSettings:
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
     exit_timeout_s: float = 30.0
     http_header_timeout_s: float = 30.0  # a request's headers must arrive within this
+    # SIGTERM: not ready at once, listeners kept open this long so load balancers stop sending.
+    drain_grace_s: float = 5.0
     server_id: str = "triton"
     cache_dir: Path | None = None  # registry mode: where blobs are materialised
     registry_poll_s: float = 2.0
@@ -110,6 +112,8 @@ class ServingSettings:
             problems.append("SERVING_HTTP_HEADER_TIMEOUT_SECS: must be positive")
         if self.exit_timeout_s < 0:
             problems.append("--exit-timeout-secs: must not be negative")
+        if self.drain_grace_s < 0:
+            problems.append("--drain-grace-secs: must not be negative")
         if self.max_in_flight_requests < 0:
             problems.append("--max-in-flight-requests: must not be negative")
         if self.on_demand_max_versions < 0:
@@ -248,6 +252,7 @@ _ENV_FIELDS: dict[str, tuple[str, type]] = {
     "SERVING_HTTP_MAX_INPUT_SIZE": ("max_request_bytes", int),
     "SERVING_EXIT_TIMEOUT_SECS": ("exit_timeout_s", float),
     "SERVING_HTTP_HEADER_TIMEOUT_SECS": ("http_header_timeout_s", float),
+    "SERVING_DRAIN_GRACE_SECS": ("drain_grace_s", float),
     "SERVING_ID": ("server_id", str),
     "SERVING_CACHE_DIR": ("cache_dir", Path),
     "SERVING_REGISTRY_POLL_SECS": ("registry_poll_s", float),

@@ -112,6 +112,8 @@ class InferenceServer:
         self.on_demand: Callable[[str, int], Awaitable[bool]] | None = None
         self.started_at = time.time()
         self.shutting_down = False
+        # Draining: not ready (load balancers stop sending) while still live and serving.
+        self.draining = False
         self._instance_factory = instance_factory or default_instance_factory(
             settings, infer_host=self
         )
@@ -127,7 +129,7 @@ class InferenceServer:
 
     @property
     def ready(self) -> bool:
-        if self.shutting_down:
+        if self.shutting_down or self.draining:
             return False
         if not self.settings.strict_readiness:
             return True
