@@ -3,7 +3,9 @@
 This is what `make run` calls. On first start it migrates, creates an admin account (printed once,
 or taken from PORTICO_ADMIN_USER / PORTICO_ADMIN_PASSWORD) and registers the demo models, validated
 and promoted. Then it runs the three processes until Ctrl-C, interleaving their output with a
-prefix per process, and stops them all if any one of them exits.
+prefix per process. A serving process that dies (a crash, the OOM killer, a SIGKILL) is started
+again, as Kubernetes or compose's restart policy would (at most RESTARTS_PER_MINUTE times a minute);
+if the console or the worker exits, everything stops.
 
 Console and serving listen on 127.0.0.1 only, and serving asks for no inference token there
 (``PORTICO_INFERENCE_AUTH=off``) so the demo needs none; the banner says so. An explicit
@@ -29,6 +31,8 @@ from repository.console_key import console_key_publish
 PROCESS_COLOURS = {"console": "36", "worker": "35", "serving": "32"}
 LOOPBACK = "127.0.0.1"
 INFERENCE_AUTH_VARIABLE = "PORTICO_INFERENCE_AUTH"
+RESTARTED = frozenset({"serving"})
+RESTARTS_PER_MINUTE = 5
 
 
 class Command(BaseCommand):
@@ -78,29 +82,26 @@ class Command(BaseCommand):
         signal.signal(signal.SIGTERM, _interrupt)
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         env.setdefault(INFERENCE_AUTH_VARIABLE, "off")
-        processes = {
-            name: subprocess.Popen(
-                command,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                env=env,
-                start_new_session=True,
-            )
-            for name, command in commands.items()
-        }
-        for name, process in processes.items():
-            assert process.stdout is not None
-            threading.Thread(target=_relay_output, args=(name, process.stdout), daemon=True).start()
+        processes = {name: _start(name, command, env) for name, command in commands.items()}
+        restarts: list[float] = []
         self.stdout.write(
             f"Portico is up: console http://{LOOPBACK}:{commands['console'][-1]} "
             "(Ctrl-C stops everything)"
         )
         self.stdout.write(_auth_banner(env[INFERENCE_AUTH_VARIABLE]))
         try:
-            while all(process.poll() is None for process in processes.values()):
+            while True:
                 time.sleep(0.5)
-            exited = [name for name, process in processes.items() if process.poll() is not None]
-            self.stderr.write(f"{', '.join(exited)} exited; stopping the platform")
+                exited = [name for name, process in processes.items() if process.poll() is not None]
+                if not exited:
+                    continue
+                if not set(exited) <= RESTARTED or not _may_restart(restarts):
+                    self.stderr.write(f"{', '.join(exited)} exited; stopping the platform")
+                    break
+                for name in exited:
+                    code = processes[name].returncode
+                    self.stderr.write(f"{name} exited with {code}; starting it again")
+                    processes[name] = _start(name, commands[name], env)
         except KeyboardInterrupt:
             self.stdout.write("stopping the platform")
         finally:
@@ -114,6 +115,22 @@ def _auth_banner(mode: str) -> str:
             "token (set PORTICO_INFERENCE_AUTH=required to ask for one)"
         )
     return "Inference auth is required: clients send 'Authorization: Bearer <token>'"
+
+
+def _start(name: str, command: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
+    process = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, start_new_session=True
+    )
+    assert process.stdout is not None
+    threading.Thread(target=_relay_output, args=(name, process.stdout), daemon=True).start()
+    return process
+
+
+def _may_restart(restarts: list[float]) -> bool:
+    """Whether one more restart fits the budget (a process that dies at once would loop)."""
+    now = time.monotonic()
+    restarts[:] = [t for t in restarts if now - t < 60] + [now]
+    return len(restarts) <= RESTARTS_PER_MINUTE
 
 
 def _interrupt(signum: int, frame: object) -> None:
