@@ -7,6 +7,7 @@ instance or a queryset, so serving never depends on the ORM's shape.
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 from datetime import datetime
 from typing import Any, BinaryIO
@@ -44,6 +45,8 @@ __all__ = [
     "replica_heartbeat",
     "serving_revision",
     "serving_snapshot",
+    "snapshot_dumps",
+    "snapshot_loads",
 ]
 
 
@@ -150,6 +153,31 @@ def access_snapshot() -> AccessSnapshot:
         revision = services.serving_revision_current()
         tokens = tuple(_inference_token(t) for t in selectors.api_token_live_list())
     return AccessSnapshot(revision=revision, tokens=tokens)
+
+
+def snapshot_dumps(snapshot: RegistrySnapshot) -> str:
+    """A snapshot as JSON text: what a replica keeps to start from while the database is down."""
+    return json.dumps(dataclasses.asdict(snapshot), sort_keys=True)
+
+
+def snapshot_loads(text: str) -> RegistrySnapshot:
+    """The snapshot ``snapshot_dumps`` wrote (``ValueError``/``KeyError``/``TypeError`` if not)."""
+    data = json.loads(text)
+
+    def servable(item: dict[str, Any]) -> ServableVersion:
+        return ServableVersion(
+            model=item["model"],
+            version=int(item["version"]),
+            config_text=item["config_text"],
+            files=tuple(BlobRef(**ref) for ref in item["files"]),
+            model_files=tuple(BlobRef(**ref) for ref in item["model_files"]),
+        )
+
+    return RegistrySnapshot(
+        revision=int(data["revision"]),
+        promoted=tuple(servable(item) for item in data["promoted"]),
+        loadable=tuple(servable(item) for item in data["loadable"]),
+    )
 
 
 def blob_open(sha256: str) -> BinaryIO:

@@ -89,6 +89,19 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         "transaction_mode": "IMMEDIATE",
     }
 
+elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    # NOTE: bounded waits on a database that is down or unreachable: connecting gives up after
+    # PORTICO_DB_CONNECT_TIMEOUT_S, and TCP keepalives find a peer that vanished mid-connection.
+    DATABASES["default"].setdefault("OPTIONS", {}).update(
+        {
+            "connect_timeout": env.int("PORTICO_DB_CONNECT_TIMEOUT_S", default=5),
+            "keepalives": 1,
+            "keepalives_idle": 10,
+            "keepalives_interval": 5,
+            "keepalives_count": 3,
+        }
+    )
+
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTHENTICATION_BACKENDS = [

@@ -12,3 +12,10 @@ from console.settings.base import *  # noqa: F403
 
 DEBUG = False
 SECRET_KEY = secrets.token_urlsafe(50)
+
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":  # noqa: F405
+    # NOTE: serving's reads are small; a statement that runs longer is a stuck server, and the
+    # heartbeat and revision checks that share its one registry thread must not wait behind it.
+    DATABASES["default"]["OPTIONS"]["options"] = "-c statement_timeout={}".format(  # noqa: F405
+        1000 * env.int("PORTICO_SERVING_STATEMENT_TIMEOUT_S", default=10)  # noqa: F405
+    )

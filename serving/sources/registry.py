@@ -11,6 +11,13 @@ heartbeat row per replica reports what it serves, and when it last saw each infe
 With inference auth on, the token table follows the same revision on a thread of its own, so a
 revoked token is refused within one wake-up (Redis, PostgreSQL NOTIFY) or poll even while a
 model is still loading.
+
+Faults: every snapshot read is also kept next to a configured cache folder (``last_snapshot``), so
+a replica that starts while the database is down serves its last-known snapshot and catches up
+when the database answers; a lost database or Redis only delays heartbeats and revision updates
+(each retried on its own schedule, every wait bounded by connect and socket timeouts), never a
+request. The token table is not kept on disk: a replica started while the database is down
+refuses every token (fails closed) until the registry answers.
 """
 
 from __future__ import annotations
@@ -40,7 +47,7 @@ from serving.core.model_spec import ModelSpec
 from serving.core.model_table import UNLOADED_REASON
 from serving.core.placement import replica_config
 from serving.core.server import InferenceServer, VersionPlan
-from serving.errors import ServingError
+from serving.errors import ServingError, UnavailableError
 from serving.settings import ServingSettings
 from serving.sources.blob_cache import BlobCache
 from serving.sources.blob_reader import BlobOpener, blob_opener
@@ -50,11 +57,17 @@ from serving.sources.gpu_check import (
     placed_on_gpu,
     report_failed_load,
 )
+from serving.sources.last_snapshot import snapshot_read, snapshot_write
 from serving.sources.on_demand import idle_versions, least_recently_used
 
 logger = logging.getLogger("serving.sources.registry")
 
 T = TypeVar("T")
+
+# A Redis that stops answering is given up on after this long (connect, read, health-check PING).
+REDIS_TIMEOUT_S = 5.0
+REDIS_RETRY_S = 2.0
+REGISTRY_RETRY_S = 2.0
 
 
 class RegistrySource:
@@ -68,6 +81,7 @@ class RegistrySource:
         self.http_url = settings.advertised_http_url
         self.applied_revision = -1
         self.last_error = ""
+        self.from_last_known = False  # serving the kept snapshot until the registry answers
         self._executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="registry")
         self._access_executor = concurrent.futures.ThreadPoolExecutor(
             1, thread_name_prefix="registry-access"
@@ -104,9 +118,20 @@ class RegistrySource:
         self.server = server
         server.on_demand = self.load_on_demand
         if self.access is not None:
-            await self.refresh_access()
+            try:
+                await self.refresh_access()
+            except Exception as exc:  # noqa: BLE001 - closed until the registry answers
+                logger.warning("the token table is unreachable (%s); every token is refused until "
+                               "the registry answers", exc)  # fmt: skip
             self._tasks.append(asyncio.create_task(self._follow_access_forever()))
-        errors = await self.refresh()
+        try:
+            snapshot = await self._read_snapshot()
+        except Exception as exc:  # noqa: BLE001 - whatever the database raised, the kept one serves
+            snapshot = self._last_known(exc)
+        async with self._apply_lock:
+            errors = await self._serve(snapshot)
+        if self.from_last_known:
+            self.last_error = "; ".join(["registry unreachable at start", *errors])
         self._tasks.append(asyncio.create_task(self._watch_forever()))
         self._tasks.append(asyncio.create_task(self._heartbeat_forever()))
         self._tasks.append(asyncio.create_task(self._unload_idle_forever()))
@@ -159,16 +184,47 @@ class RegistrySource:
 
     async def refresh(self) -> list[str]:
         """Read the snapshot and make the server serve it; one message per failed model."""
+        async with self._apply_lock:
+            return await self._serve(await self._read_snapshot())
+
+    async def _read_snapshot(self) -> Any:
+        """The registry's snapshot, also kept in a configured cache folder for the next start."""
         from repository import facade
 
-        async with self._apply_lock:
-            snapshot = await self._registry(facade.serving_snapshot)
-            self._loadable = {(v.model, v.version): v for v in snapshot.loadable}
-            self._promoted = {v.model: v for v in snapshot.promoted}
-            errors = await self._apply_all()
-            self.applied_revision = snapshot.revision
-            self.last_error = "; ".join(errors)
-            return errors
+        snapshot = await self._registry(facade.serving_snapshot)
+        self.from_last_known = False
+        if self._own_cache is None:
+            try:
+                text = facade.snapshot_dumps(snapshot)
+                await self._registry(snapshot_write, self.cache.root, text)
+            except OSError as exc:
+                logger.warning("could not keep the registry snapshot: %s", exc)
+        return snapshot
+
+    async def _serve(self, snapshot: Any) -> list[str]:
+        self._loadable = {(v.model, v.version): v for v in snapshot.loadable}
+        self._promoted = {v.model: v for v in snapshot.promoted}
+        errors = await self._apply_all()
+        self.applied_revision = snapshot.revision
+        self.last_error = "; ".join(errors)
+        return errors
+
+    def _last_known(self, exc: Exception) -> Any:
+        """The registry did not answer at start-up: the snapshot kept by an earlier run."""
+        from repository import facade
+
+        text = None if self._own_cache is not None else snapshot_read(self.cache.root)
+        if text is None:
+            kept = "no --cache-dir" if self._own_cache is not None else f"none in {self.cache.root}"
+            raise UnavailableError(
+                f"the registry is unreachable ({exc}) and there is no last-known snapshot to "
+                f"start from ({kept})"
+            ) from exc
+        snapshot = facade.snapshot_loads(text)
+        logger.warning("the registry is unreachable (%s); serving the last-known snapshot "
+                       "(revision %s) until it answers", exc, snapshot.revision)  # fmt: skip
+        self.from_last_known = True
+        return snapshot
 
     async def _apply_all(self) -> list[str]:
         server = self._server()
@@ -298,18 +354,22 @@ class RegistrySource:
     async def _watch_forever(self) -> None:
         from repository import facade
 
+        wait_s = self.settings.registry_poll_s
         while True:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), timeout=self.settings.registry_poll_s)
+                await asyncio.wait_for(self._wake.wait(), timeout=wait_s)
             self._wake.clear()
             try:
                 revision = await self._registry(facade.serving_revision)
-                if revision != self.applied_revision:
+                if revision != self.applied_revision or self.from_last_known:
                     logger.info("registry revision %s (was %s)", revision, self.applied_revision)
                     await self.refresh()
+                wait_s = self.settings.registry_poll_s
             except Exception as exc:  # noqa: BLE001 - the replica keeps serving what it has
+                # A wake-up that found the registry down is not lost: retry soon, not at the poll.
+                wait_s = min(self.settings.registry_poll_s, REGISTRY_RETRY_S)
                 self.last_error = f"registry refresh failed: {exc}"
-                logger.exception("registry refresh failed")
+                logger.warning("registry refresh failed (retried in %ss): %s", wait_s, exc)
 
     def _wake_all(self) -> None:
         self._wake.set()
@@ -349,16 +409,29 @@ class RegistrySource:
         from repository.facade import REVISION_CHANNEL
 
         while True:
+            # NOTE: bounded waits: a Redis that stops answering is noticed by the health-check PING
+            # (or a socket timeout) and the channel subscribed again, not waited on forever.
+            client = redis.Redis.from_url(
+                self.settings.redis_url, socket_connect_timeout=REDIS_TIMEOUT_S,
+                socket_timeout=REDIS_TIMEOUT_S, socket_keepalive=True,
+                health_check_interval=REDIS_TIMEOUT_S,
+            )  # fmt: skip
             try:
-                client = redis.Redis.from_url(self.settings.redis_url)
                 async with client.pubsub() as pubsub:
                     await pubsub.subscribe(REVISION_CHANNEL)
-                    async for message in pubsub.listen():
-                        if message.get("type") == "message":
+                    logger.info("listening for revisions on Redis")
+                    while True:
+                        message = await pubsub.get_message(
+                            ignore_subscribe_messages=True, timeout=1.0
+                        )
+                        if message is not None and message.get("type") == "message":
                             self._wake_all()
-            except (RedisError, OSError):
-                logger.warning("Redis revision channel lost; polling only for a while")
-                await asyncio.sleep(5)
+            except (RedisError, OSError) as exc:
+                logger.warning("Redis revision channel lost (%s); polling until it is back", exc)
+            finally:
+                with contextlib.suppress(RedisError, OSError):
+                    await client.aclose()
+            await asyncio.sleep(REDIS_RETRY_S)
 
     def _start_postgres_listener(self) -> None:
         """Without Redis, PostgreSQL's NOTIFY on the revision channel wakes the watcher."""
@@ -368,7 +441,10 @@ class RegistrySource:
         if connection.vendor != "postgresql":
             return
         params = connection.get_connection_params()
-        conninfo = {k: params[k] for k in ("dbname", "user", "password", "host", "port")
+        # NOTE: the settings' connect timeout and keepalives too: a lost database is noticed.
+        conninfo = {k: params[k] for k in ("dbname", "user", "password", "host", "port",
+                                           "connect_timeout", "keepalives", "keepalives_idle",
+                                           "keepalives_interval", "keepalives_count")
                     if params.get(k)}  # fmt: skip
         loop = asyncio.get_running_loop()
         self._listening.set()
@@ -403,8 +479,9 @@ class RegistrySource:
         while True:
             try:
                 await self.heartbeat()
-            except Exception:  # noqa: BLE001 - a missed heartbeat is retried next interval
-                logger.exception("heartbeat failed")
+            except Exception as exc:  # noqa: BLE001 - a missed heartbeat is retried next interval
+                logger.warning("heartbeat failed (retried in %ss): %s",
+                               self.settings.heartbeat_interval_s, exc)  # fmt: skip
             await asyncio.sleep(self.settings.heartbeat_interval_s)
 
     async def heartbeat(self) -> None:

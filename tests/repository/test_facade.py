@@ -64,6 +64,16 @@ def test_code_changed_after_approval_is_no_longer_offered_to_serving(  # type: i
     assert "py v1 is not served: files differ from the ones approved (model.py)" in caplog.text
 
 
+def test_a_kept_snapshot_reads_back_equal_to_the_one_written(deployer) -> None:  # type: ignore[no-untyped-def]
+    model = ModelFactory(name="mlp")
+    v1 = ModelVersionFactory(model=model, number=1)
+    VersionFileFactory(version=v1, path="model.onnx")
+    VersionFileFactory(version=v1, path="labels.txt", model_level=True)
+    model_version_promote(version=v1, actor=deployer)
+    snapshot = facade.serving_snapshot()
+    assert facade.snapshot_loads(facade.snapshot_dumps(snapshot)) == snapshot
+
+
 def test_heartbeat_upserts_and_live_replicas_drops_silent_ones() -> None:
     started = timezone.now()
     versions = [{"model": "mlp", "version": 2, "state": "READY", "reason": ""}]

@@ -1,0 +1,205 @@
+"""Drills: the database or Redis goes away. A replica starts from its last-known snapshot while
+PostgreSQL is down and catches up when it returns; PostgreSQL or Redis lost while serving fails no
+request, and heartbeats and revision updates resume by themselves.
+
+"Down" is a TCP proxy in front of the machine's PostgreSQL and Redis that the test stops (listener
+closed, every connection dropped) and starts again; the servers themselves are never touched.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import stat
+import subprocess
+import time
+from collections.abc import Iterator
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.deploy.loopback import Load, LoopbackProxy, http_status, infer, serve, wait_until
+from tests.serving.harness import free_port
+from tests.serving.sources.test_registry import identity_onnx, promote, registry_version
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+REPLICA_ID = "drill-replica"
+POSTGRES_PORT = 5432
+REDIS_PORT = 6379
+
+
+@pytest.fixture
+def postgres() -> Iterator[LoopbackProxy]:
+    from django.db import connection
+
+    if connection.vendor != "postgresql" or not os.environ.get("REDIS_URL"):
+        pytest.skip("needs PostgreSQL and Redis: 'down' is a proxy in front of them")
+    proxy = LoopbackProxy([int(connection.settings_dict["PORT"] or POSTGRES_PORT)]).start()
+    yield proxy
+    proxy.close()
+
+
+@pytest.fixture
+def redis() -> Iterator[LoopbackProxy]:
+    proxy = LoopbackProxy([REDIS_PORT]).start()
+    yield proxy
+    proxy.close()
+
+
+class Replica:
+    """A registry-backed serving process reaching PostgreSQL (and Redis) through the proxies."""
+
+    def __init__(self, tmp_path: Path, postgres: LoopbackProxy, redis_url: str = "") -> None:
+        from django.conf import settings
+        from django.db import connection
+
+        db = connection.settings_dict
+        self.port = free_port()
+        self.log = tmp_path / "replica.log"
+        self.cache = tmp_path / "cache"
+        self.env = {
+            "DJANGO_SETTINGS_MODULE": "console.settings.serving",
+            "DATABASE_URL": f"postgres://{db['USER']}@127.0.0.1:{postgres.port}/{db['NAME']}",
+            "PORTICO_DB_CONNECT_TIMEOUT_S": "2",
+            "PORTICO_BLOB_DIR": settings.STORAGES["blobs"]["OPTIONS"]["location"],
+            "REDIS_URL": redis_url,
+            "SERVING_CACHE_DIR": str(self.cache),
+            "SERVING_REPLICA_ID": REPLICA_ID,
+            "SERVING_HEARTBEAT_SECS": "0.5",
+            # Without Redis a short poll; with it a long one, so an update seen early came through
+            # the Redis channel.
+            "SERVING_REGISTRY_POLL_SECS": "600" if redis_url else "0.5",
+        }
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> float:
+        args = ["--host", "127.0.0.1", "--http-port", str(self.port), "--grpc-port", "-1",
+                "--metrics-port", "-1", "--drain-grace-secs", "0"]  # fmt: skip
+        self.process = serve(args, self.log, **self.env)
+        return wait_until(self.ready, "replica ready", timeout_s=120, log=self.log)
+
+    def ready(self) -> bool:
+        assert self.process is not None and self.process.poll() is None, self.output()
+        return http_status(self.port, "/v2/health/ready") == 200
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            self.process.wait(timeout=60)
+
+    def kill(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(timeout=30)
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def version_served(self) -> str:
+        return str(infer(self.port)["model_version"])
+
+
+def heartbeat_since(moment: datetime) -> bool:
+    from repository.models import ServingReplica
+
+    return ServingReplica.objects.filter(replica_id=REPLICA_ID, last_seen__gt=moment).exists()
+
+
+def identity_versions(tmp_path: Path, count: int) -> list[Any]:
+    onnx, config = identity_onnx(tmp_path)
+    return [registry_version("identity", n, onnx, config) for n in range(1, count + 1)]
+
+
+def now() -> datetime:
+    from django.utils import timezone
+
+    return timezone.now()
+
+
+def test_replica_starts_from_its_last_known_snapshot_while_postgres_is_down(
+    tmp_path: Path, postgres: LoopbackProxy
+) -> None:
+    v1, v2 = identity_versions(tmp_path, 2)
+    promote(v1)
+    replica = Replica(tmp_path, postgres)
+    try:
+        replica.start()
+        assert replica.version_served() == "1"
+        kept = replica.cache / "registry-snapshot.json"
+        assert stat.S_IMODE(kept.stat().st_mode) == 0o600
+        replica.stop()
+
+        postgres.stop()
+        start_s = replica.start()
+        assert replica.version_served() == "1"
+        assert "serving the last-known snapshot (revision" in replica.output()
+
+        promote(v2)  # while the replica cannot see the database
+        back = now()
+        postgres.start()
+        heartbeat_s = wait_until(lambda: heartbeat_since(back), "heartbeat after PostgreSQL",
+                                 log=replica.log)  # fmt: skip
+        update_s = wait_until(lambda: replica.version_served() == "2", "v2 after PostgreSQL",
+                              log=replica.log)  # fmt: skip
+    finally:
+        replica.kill()
+    print(f"\nPostgreSQL down at start: ready from the kept snapshot in {start_s:.1f} s; after "
+          f"it returned, heartbeat in {heartbeat_s:.1f} s, "
+          f"promoted v2 served in {update_s:.1f} s")  # fmt: skip
+
+
+def test_replica_without_a_kept_snapshot_exits_while_postgres_is_down(
+    tmp_path: Path, postgres: LoopbackProxy
+) -> None:
+    promote(identity_versions(tmp_path, 1)[0])
+    postgres.stop()
+    replica = Replica(tmp_path, postgres)
+    replica.process = serve(["--host", "127.0.0.1", "--http-port", str(replica.port)],
+                            replica.log, **replica.env)  # fmt: skip
+    assert replica.process.wait(timeout=120) == 1
+    assert "no last-known snapshot to start from" in replica.output()
+
+
+def test_postgres_then_redis_down_while_serving_fail_no_request(
+    tmp_path: Path, postgres: LoopbackProxy, redis: LoopbackProxy
+) -> None:
+    database = os.environ["REDIS_URL"].rsplit("/", 1)[-1]
+    v1, v2, v3 = identity_versions(tmp_path, 3)
+    promote(v1)
+    replica = Replica(tmp_path, postgres, redis_url=f"redis://127.0.0.1:{redis.port}/{database}")
+    try:
+        replica.start()
+        with Load(replica.port, clients=2) as load:
+            load.wait_for_requests(30)
+            postgres.stop()
+            promote(v2)  # the Redis message wakes the replica; the database does not answer
+            wait_until(lambda: "registry refresh failed" in replica.output(), "refresh refused",
+                       log=replica.log)  # fmt: skip
+            load.wait_for_requests(30)
+            back = now()
+            postgres.start()
+            pg_heartbeat_s = wait_until(lambda: heartbeat_since(back), "heartbeat after PostgreSQL",
+                                        log=replica.log)  # fmt: skip
+            pg_update_s = wait_until(lambda: load.versions["2"] > 0, "v2 after PostgreSQL",
+                                     log=replica.log)  # fmt: skip
+
+            redis.stop()
+            load.wait_for_requests(30)
+            redis.start()
+            wait_until(lambda: replica.output().count("listening for revisions on Redis") >= 2,
+                       "subscribed again", log=replica.log)  # fmt: skip
+            promoted_at = time.monotonic()
+            promote(v3)
+            wait_until(lambda: load.versions["3"] > 0, "v3 after Redis", log=replica.log)
+            redis_update_s = time.monotonic() - promoted_at
+            load.wait_for_requests(30)
+    finally:
+        replica.kill()
+    assert load.failures == []
+    print(f"\nPostgreSQL then Redis down while serving: {load.ok} requests, "
+          f"{len(load.failures)} failed; after PostgreSQL returned, heartbeat in "
+          f"{pg_heartbeat_s:.1f} s and v2 served in {pg_update_s:.1f} s; after Redis returned, "
+          f"v3 served {redis_update_s:.1f} s after its promote (poll: 600 s)")  # fmt: skip
