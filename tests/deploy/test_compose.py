@@ -1,5 +1,7 @@
-"""docker-compose.yml describes the scaled-out stack: it must stay valid and complete."""
+"""docker-compose.yml describes the scaled-out stack: it must stay valid, complete and scalable
+(`docker compose up --scale serving=N`: nothing names a replica)."""
 
+import re
 from pathlib import Path
 
 import pytest
@@ -9,52 +11,99 @@ ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.embedded
 
+LONG_RUNNING = ("postgres", "redis", "console", "worker", "serving", "proxy", "prometheus",
+                "grafana")  # fmt: skip
+
 
 @pytest.fixture(scope="module")
 def compose() -> dict:
     return yaml.safe_load((ROOT / "docker-compose.yml").read_text())
 
 
-def test_compose_has_every_process_of_the_stack(compose: dict) -> None:
+@pytest.fixture(scope="module")
+def nginx() -> str:
+    return (ROOT / "deploy" / "nginx.conf").read_text()
+
+
+def test_compose_has_every_process_of_the_stack_and_one_scalable_serving_service(
+    compose: dict,
+) -> None:
     services = compose["services"]
-    for name in ("postgres", "redis", "console", "worker", "serving-1", "serving-2", "proxy"):
+    for name in ("postgres", "redis", "console", "worker", "serving", "proxy"):
         assert name in services, name
+    assert not [name for name in services if re.fullmatch(r"serving-\d+", name)]
+    serving = services["serving"]
+    # A fixed container name, host port or replica address would stop --scale from working.
+    assert "container_name" not in serving and "ports" not in serving
+    assert "SERVING_REPLICA_ADDRESS" not in serving["environment"]
 
 
 def test_portico_services_share_one_image_and_the_artifact_volume(compose: dict) -> None:
     services = compose["services"]
-    for name in ("console", "worker", "serving-1", "serving-2"):
+    for name in ("console", "worker", "serving"):
         service = services[name]
         assert service["build"] == "."
         assert service["image"] == "portico:latest"
-        # Serving reads artifacts only (docs/security.md); the console and worker write them.
-        mounts = {"artifacts:/var/lib/portico", "artifacts:/var/lib/portico:ro"}
-        assert mounts & set(service["volumes"]), name
+        assert any(v.startswith("artifacts:/var/lib/portico") for v in service["volumes"])
         env = service["environment"]
         assert env["DATABASE_URL"].startswith("postgres://")
         assert env["REDIS_URL"].startswith("redis://")
+    assert "artifacts:/var/lib/portico:ro" in services["serving"]["volumes"]
     assert "artifacts" in compose["volumes"]
 
 
-def test_ports_of_console_and_proxy(compose: dict) -> None:
+def test_every_long_running_service_restarts_and_reports_its_health(compose: dict) -> None:
+    services = compose["services"]
+    for name in LONG_RUNNING:
+        assert services[name]["restart"] == "unless-stopped", name
+        assert services[name]["healthcheck"]["test"], name
+    # The one-shot role job is retried until the console has migrated, then done.
+    assert services["serving-role"]["restart"] == "on-failure"
+
+
+def test_serving_is_healthy_when_ready_and_stops_after_its_drain(compose: dict) -> None:
+    serving = compose["services"]["serving"]
+    assert "/v2/health/ready" in " ".join(serving["healthcheck"]["test"])
+    grace_s = int(serving["stop_grace_period"].rstrip("s"))
+    assert grace_s > 5 + 30  # drain grace, then serving's exit timeout for in-flight requests
+    # The last-known registry snapshot lives in the replica's own cache folder.
+    assert serving["environment"]["SERVING_CACHE_DIR"]
+
+
+def test_ports_of_console_and_proxy(compose: dict, nginx: str) -> None:
     services = compose["services"]
     assert "8080:8080" in services["console"]["ports"]
     assert {"8000:8000", "8001:8001"} <= set(services["proxy"]["ports"])
-    nginx = (ROOT / "deploy" / "nginx.conf").read_text()
-    assert "serving-1:8000" in nginx and "serving-2:8000" in nginx
     assert "grpc_pass" in nginx
 
 
+def test_the_proxy_resolves_the_service_at_run_time_and_skips_failing_replicas(nginx: str) -> None:
+    assert "serving-1" not in nginx and "serving-2" not in nginx
+    assert re.search(r"^\s*resolver 127\.0\.0\.11 ", nginx, re.MULTILINE)
+    for port in (8000, 8001):
+        assert re.search(rf"server serving:{port} resolve max_fails=\d+ fail_timeout=\d+s;", nginx)
+    assert nginx.count("zone serving_") == 2  # "resolve" needs the group in shared memory
+    assert "proxy_next_upstream error timeout;" in nginx
+    assert "grpc_next_upstream error timeout;" in nginx
+    image = yaml.safe_load((ROOT / "docker-compose.yml").read_text())["services"]["proxy"]["image"]
+    major, minor, patch = (int(x) for x in image.split(":")[1].split("."))
+    assert (major, minor, patch) >= (1, 27, 3)  # "resolve" is open source from 1.27.3
+
+
+def test_try_it_reaches_serving_through_the_proxy(compose: dict) -> None:
+    env = compose["services"]["console"]["environment"]
+    assert env["PORTICO_SERVING_HTTP_URL"] == "http://proxy:8000"
+
+
 def test_replicas_serve_the_registry(compose: dict) -> None:
-    for name in ("serving-1", "serving-2"):
-        command = compose["services"][name]["command"]
-        assert command[:3] == ["python", "manage.py", "serve"]
-        assert "--model-repository" not in command
+    command = compose["services"]["serving"]["command"]
+    assert command[:3] == ["python", "manage.py", "serve"]
+    assert "--model-repository" not in command
 
 
 def test_gpu_override_builds_the_gpu_target_and_reserves_a_gpu_per_replica() -> None:
     override = yaml.safe_load((ROOT / "docker-compose.gpu.yml").read_text())
-    assert set(override["services"]) == {"serving-1", "serving-2"}
+    assert set(override["services"]) == {"serving"}  # every replica of the one service
     for service in override["services"].values():
         assert service["build"] == {"context": ".", "target": "gpu"}
         assert service["image"] == "portico:gpu"
@@ -82,5 +131,5 @@ def test_only_the_worker_may_create_the_validation_sandbox_namespaces(compose: d
     profile = next(o.removeprefix("seccomp=") for o in options if o.startswith("seccomp="))
     assert (ROOT / profile).is_file()
     assert "apparmor=unconfined" in options
-    for name in ("console", "serving-1", "serving-2"):
+    for name in ("console", "serving"):
         assert "security_opt" not in services[name], name

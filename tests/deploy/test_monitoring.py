@@ -55,17 +55,14 @@ def test_dashboard_uses_triton_names_and_the_system_gauges_serving_emits() -> No
         )
 
 
-def test_prometheus_scrapes_every_serving_replica_of_the_compose_stack() -> None:
+def test_prometheus_discovers_the_serving_replicas_by_dns_on_the_compose_service() -> None:
     config = yaml.safe_load((ROOT / "deploy" / "prometheus.yml").read_text())
-    targets = config["scrape_configs"][0]["static_configs"][0]["targets"]
+    job = config["scrape_configs"][0]
+    assert "static_configs" not in job  # no replica is named: --scale serving=N is followed
+    [discovery] = job["dns_sd_configs"]
     compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
-    replicas = {
-        name
-        for name, service in compose["services"].items()
-        if service.get("command", [])[:3] == ["python", "manage.py", "serve"]
-    }
-    assert {t.split(":")[0] for t in targets} == replicas
-    assert all(t.endswith(":8002") for t in targets)
+    assert discovery["names"] == ["serving"] and "serving" in compose["services"]
+    assert discovery["type"] == "A" and discovery["port"] == 8002
     for service in ("prometheus", "grafana"):
         assert compose["services"][service]["profiles"] == ["monitoring"]
 
