@@ -13,6 +13,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Max
 from django.utils import timezone
 
 from repository.config import ConfigError
@@ -36,6 +37,10 @@ from repository.validation.report import FAILED, StepFailed, StepRecorder
 from repository.validation.runner import CheckInput, run_check
 
 logger = logging.getLogger(__name__)
+
+# A version whose runs were abandoned this many times in a row fails with that reason rather than
+# take down yet another worker: re-validated or failed, never left validating.
+MAX_ABANDONED_RUNS = 3
 
 
 class ValidationBusyError(RegistryError):
@@ -75,6 +80,11 @@ def version_validate_run(version_id: int) -> ModelVersion | None:
     if version is None:
         return None
     recorder = StepRecorder(version)
+    abandoned = _abandoned_runs(version)
+    if abandoned >= MAX_ABANDONED_RUNS:
+        error = (f"validation was abandoned {abandoned} times: the worker running it died each "
+                 "time (killed, or out of memory); it is not run again")  # fmt: skip
+        return _finish(version_id, recorder, Verdict(ok=False, error=error))
     try:
         with tempfile.TemporaryDirectory(prefix="portico-validate-") as tmp:
             verdict = _run(version, Path(tmp), recorder)
@@ -82,6 +92,15 @@ def version_validate_run(version_id: int) -> ModelVersion | None:
         logger.exception("validation of version %s crashed", version_id)
         verdict = Verdict(ok=False, error=f"validation crashed: {exc}")
     return _finish(version_id, recorder, verdict)
+
+
+def _abandoned_runs(version: ModelVersion) -> int:
+    """Runs of ``version`` that started and never ended (their worker died) before this one."""
+    events = Event.objects.filter(model=version.model, to_version=version.number)
+    ended = events.filter(action__in=[Event.Action.VALIDATED, Event.Action.VALIDATION_FAILED])
+    last_end = ended.aggregate(last=Max("pk"))["last"] or 0
+    started = events.filter(action=Event.Action.VALIDATION_STARTED, pk__gt=last_end).count()
+    return max(0, started - 1)  # this run's own start is one of them
 
 
 def _locked_version(version_id: int) -> ModelVersion | None:

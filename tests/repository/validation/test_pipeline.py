@@ -5,13 +5,20 @@ tests/repository/test_end_to_end.py."""
 from __future__ import annotations
 
 import io
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from django.utils import timezone
 
 from repository.blobs import blob_name, blob_storage
-from repository.models import Event, GoldenState, VersionState
-from repository.services import model_version_create_from_upload, model_version_validate
+from repository.models import Event, GoldenState, ModelVersion, VersionState
+from repository.services import (
+    event_record,
+    model_version_create_from_upload,
+    model_version_validate,
+)
+from repository.validation.pipeline import MAX_ABANDONED_RUNS
 from tests.factories import GoldenRequestFactory
 
 pytestmark = [pytest.mark.django_db, pytest.mark.embedded]
@@ -207,3 +214,25 @@ def test_a_run_with_the_sandbox_switched_off_is_on_the_audit_log(deployer, setti
     settings.PORTICO_VALIDATION_SANDBOX = "bwrap"
     again = validate(upload(deployer, content=b"v2"))
     assert Event.objects.get(action="validation_started", to_version=again.number).detail == {}
+
+
+def abandoned(version, runs: int):  # type: ignore[no-untyped-def]
+    """``version`` as ``runs`` workers that died mid-validation left it (the last long ago)."""
+    for _ in range(runs):
+        event_record(actor=None, action=Event.Action.VALIDATION_STARTED, model=version.model,
+                     to_version=version.number)  # fmt: skip
+    ModelVersion.objects.filter(pk=version.pk).update(
+        state=VersionState.VALIDATING, validation_started_at=timezone.now() - timedelta(hours=1)
+    )
+    return version
+
+
+def test_a_version_abandoned_by_its_worker_three_times_fails_with_the_reason(deployer) -> None:  # type: ignore[no-untyped-def]
+    version = validate(abandoned(upload(deployer), MAX_ABANDONED_RUNS))
+    assert version.state == VersionState.FAILED
+    assert "abandoned 3 times" in version.validation_error
+    assert Event.objects.filter(action="validation_failed", to_version=version.number).exists()
+
+
+def test_one_abandoned_run_is_simply_run_again(deployer) -> None:  # type: ignore[no-untyped-def]
+    assert validate(abandoned(upload(deployer), 1)).state == VersionState.READY
