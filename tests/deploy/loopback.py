@@ -254,9 +254,13 @@ class Load:
 # --- serving processes ----------------------------------------------------------------------
 
 
-def serve(args: list[str], log: Path, **env: str) -> subprocess.Popen[bytes]:
-    """``manage.py serve ARGS`` as a real process, its output in ``log``."""
-    environment = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1", **env}
+def serve(
+    args: list[str], log: Path, *, base_env: dict[str, str] | None = None, **env: str
+) -> subprocess.Popen[bytes]:
+    """``manage.py serve ARGS`` as a real process, its output in ``log``; its environment is
+    ``base_env`` (this process's by default) plus ``env``."""
+    inherited = os.environ if base_env is None else base_env
+    environment = {**inherited, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1", **env}
     with log.open("ab") as out:
         return subprocess.Popen([sys.executable, str(ROOT / "manage.py"), "serve", *args],
                                 cwd=ROOT, env=environment, stdout=out,

@@ -62,7 +62,7 @@ def test_sigkilled_replica_fails_only_its_in_flight_requests_and_runplatform_res
         # A second replica of the same registry (what a second host would run).
         replica_b = serve(["--host", "127.0.0.1", "--http-port", str(ports["b"]),
                            "--grpc-port", "-1", "--metrics-port", "-1", "--exit-on-error", "false"],
-                          tmp_path / "replica-b.log", **env)  # fmt: skip
+                          tmp_path / "replica-b.log", base_env=env)  # fmt: skip
         proxy.start()
         wait_until(lambda: proxy.healthy() == {ports["a"], ports["b"]}, "both replicas ready",
                    timeout_s=120, log=tmp_path / "replica-b.log")  # fmt: skip
