@@ -7,6 +7,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from serving.settings import ServingSettings
+
 ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.embedded
@@ -65,7 +67,8 @@ def test_serving_is_healthy_when_ready_and_stops_after_its_drain(compose: dict) 
     serving = compose["services"]["serving"]
     assert "/v2/health/ready" in " ".join(serving["healthcheck"]["test"])
     grace_s = int(serving["stop_grace_period"].rstrip("s"))
-    assert grace_s > 5 + 30  # drain grace, then serving's exit timeout for in-flight requests
+    defaults = ServingSettings()  # the drain grace, then the wait for in-flight requests
+    assert grace_s > defaults.drain_grace_s + defaults.exit_timeout_s
     # The last-known registry snapshot lives in the replica's own cache folder.
     assert serving["environment"]["SERVING_CACHE_DIR"]
 

@@ -15,6 +15,8 @@ from typing import Any
 import pytest
 import yaml
 
+from serving.settings import ServingSettings
+
 pytestmark = pytest.mark.embedded
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -79,8 +81,10 @@ def test_termination_grace_covers_prestop_and_the_drain(overlay: tuple) -> None:
     deployment = _one(docs, "Deployment", "portico-serving")
     spec = deployment["spec"]["template"]["spec"]
     prestop_s = _container(deployment)["lifecycle"]["preStop"]["sleep"]["seconds"]
-    exit_timeout_s = 30  # serving's default SERVING_EXIT_TIMEOUT_SECS (serving/settings.py)
-    assert spec["terminationGracePeriodSeconds"] > prestop_s + exit_timeout_s
+    # After SIGTERM serving stays listening for its drain grace, then waits for in-flight requests.
+    defaults = ServingSettings()
+    drain_s = defaults.drain_grace_s + defaults.exit_timeout_s
+    assert spec["terminationGracePeriodSeconds"] > prestop_s + drain_s
     assert deployment["spec"]["strategy"]["rollingUpdate"]["maxUnavailable"] == 0
 
 
