@@ -220,7 +220,13 @@ class RegistrySource:
                 f"the registry is unreachable ({exc}) and there is no last-known snapshot to "
                 f"start from ({kept})"
             ) from exc
-        snapshot = facade.snapshot_loads(text)
+        try:
+            snapshot = facade.snapshot_loads(text)
+        except (ValueError, KeyError, TypeError) as bad:
+            raise UnavailableError(
+                f"the registry is unreachable ({exc}) and the last-known snapshot in "
+                f"{self.cache.root} is unreadable ({bad!r})"
+            ) from exc
         logger.warning("the registry is unreachable (%s); serving the last-known snapshot "
                        "(revision %s) until it answers", exc, snapshot.revision)  # fmt: skip
         self.from_last_known = True

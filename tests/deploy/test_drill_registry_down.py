@@ -4,6 +4,8 @@ request, and heartbeats and revision updates resume by themselves.
 
 "Down" is a TCP proxy in front of the machine's PostgreSQL and Redis that the test stops (listener
 closed, every connection dropped) and starts again; the servers themselves are never touched.
+A replica with no kept snapshot (or an unreadable one) meets a port nothing listens on instead,
+which needs no PostgreSQL, so those two run on the embedded default too.
 """
 
 from __future__ import annotations
@@ -151,16 +153,34 @@ def test_replica_starts_from_its_last_known_snapshot_while_postgres_is_down(
           f"promoted v2 served in {update_s:.1f} s")  # fmt: skip
 
 
-def test_replica_without_a_kept_snapshot_exits_while_postgres_is_down(
-    tmp_path: Path, postgres: LoopbackProxy
-) -> None:
-    promote(identity_versions(tmp_path, 1)[0])
-    postgres.stop()
-    replica = Replica(tmp_path, postgres)
-    replica.process = serve(["--host", "127.0.0.1", "--http-port", str(replica.port)],
-                            replica.log, **replica.env)  # fmt: skip
-    assert replica.process.wait(timeout=120) == 1
-    assert "no last-known snapshot to start from" in replica.output()
+def start_with_no_database(tmp_path: Path, snapshot: str | None) -> tuple[int, str]:
+    """A replica whose PostgreSQL refuses every connection (nothing listens on its port), with
+    ``snapshot`` kept in its cache folder; its exit code and output."""
+    cache = tmp_path / "cache"
+    cache.mkdir(mode=0o700)
+    if snapshot is not None:
+        (cache / "registry-snapshot.json").write_text(snapshot)
+    log = tmp_path / "replica.log"
+    args = ["--host", "127.0.0.1", "--http-port", str(free_port()), "--grpc-port", "-1",
+            "--metrics-port", "-1"]  # fmt: skip
+    process = serve(args, log, DJANGO_SETTINGS_MODULE="console.settings.serving",
+                    DATABASE_URL=f"postgres://portico@127.0.0.1:{free_port()}/portico",
+                    SERVING_CACHE_DIR=str(cache), REDIS_URL="")  # fmt: skip
+    return process.wait(timeout=120), log.read_text(errors="replace")
+
+
+@pytest.mark.embedded
+def test_replica_without_a_kept_snapshot_exits_while_postgres_is_down(tmp_path: Path) -> None:
+    code, output = start_with_no_database(tmp_path, snapshot=None)
+    assert code == 1
+    assert "no last-known snapshot to start from" in output
+
+
+@pytest.mark.embedded
+def test_replica_with_an_unreadable_kept_snapshot_exits_saying_so(tmp_path: Path) -> None:
+    code, output = start_with_no_database(tmp_path, snapshot='{"revision": ')
+    assert code == 1
+    assert "last-known snapshot in" in output and "is unreadable" in output
 
 
 def test_postgres_then_redis_down_while_serving_fail_no_request(
