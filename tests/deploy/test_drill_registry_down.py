@@ -64,6 +64,7 @@ class Replica:
         self.cache = tmp_path / "cache"
         self.env = {
             "DJANGO_SETTINGS_MODULE": "console.settings.serving",
+            "PORTICO_INFERENCE_AUTH": "off",  # loopback only; tokens are not what is drilled
             "DATABASE_URL": f"postgres://{db['USER']}@127.0.0.1:{postgres.port}/{db['NAME']}",
             "PORTICO_DB_CONNECT_TIMEOUT_S": "2",
             "PORTICO_BLOB_DIR": settings.STORAGES["blobs"]["OPTIONS"]["location"],
@@ -165,7 +166,8 @@ def start_with_no_database(tmp_path: Path, snapshot: str | None) -> tuple[int, s
             "--metrics-port", "-1"]  # fmt: skip
     process = serve(args, log, DJANGO_SETTINGS_MODULE="console.settings.serving",
                     DATABASE_URL=f"postgres://portico@127.0.0.1:{free_port()}/portico",
-                    SERVING_CACHE_DIR=str(cache), REDIS_URL="")  # fmt: skip
+                    SERVING_CACHE_DIR=str(cache), REDIS_URL="",
+                    PORTICO_INFERENCE_AUTH="off")  # fmt: skip
     return process.wait(timeout=120), log.read_text(errors="replace")
 
 

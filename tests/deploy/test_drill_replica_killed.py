@@ -44,7 +44,8 @@ def test_sigkilled_replica_fails_only_its_in_flight_requests_and_runplatform_res
     ports = {name: free_port() for name in ("console", "a", "grpc", "metrics", "b")}
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
     env.update(DJANGO_SETTINGS_MODULE="console.settings.local", PORTICO_VAR_DIR=str(tmp_path),
-               PORTICO_ADMIN_PASSWORD="demo-password-1", PYTHONUNBUFFERED="1")  # fmt: skip
+               PORTICO_ADMIN_PASSWORD="demo-password-1", PYTHONUNBUFFERED="1",
+               PORTICO_INFERENCE_AUTH="off")  # fmt: skip
     log = tmp_path / "platform.log"
     command = [sys.executable, str(ROOT / "manage.py"), "runplatform",
                "--console-port", str(ports["console"]), "--http-port", str(ports["a"]),

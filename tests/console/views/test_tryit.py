@@ -163,7 +163,7 @@ def test_model_page_prefills_a_sample_request(deployer_client, catalog):
 
 
 def test_try_it_without_a_configured_url_calls_the_url_a_live_replica_advertises(
-    viewer_client, catalog, settings
+    deployer_client, catalog, settings
 ):
     from django.utils import timezone
 
@@ -174,7 +174,7 @@ def test_try_it_without_a_configured_url_calls_the_url_a_live_replica_advertises
         advertised = f"http://127.0.0.1:{server.server_address[1]}"
         replica_heartbeat(replica_id="r1", address=advertised.split("//")[1], http_url=advertised,
                           started_at=timezone.now(), versions=[], last_error="")  # fmt: skip
-        data = viewer_client.post(
+        data = deployer_client.post(
             reverse("console:model-try", args=["mlp"]),
             data={"request": REQUEST},
             content_type="application/json",
