@@ -73,11 +73,44 @@ def test_serving_is_healthy_when_ready_and_stops_after_its_drain(compose: dict) 
     assert serving["environment"]["SERVING_CACHE_DIR"]
 
 
-def test_ports_of_console_and_proxy(compose: dict, nginx: str) -> None:
+def test_the_proxy_is_the_only_door_and_terminates_tls_on_every_port(
+    compose: dict, nginx: str
+) -> None:
     services = compose["services"]
-    assert "8080:8080" in services["console"]["ports"]
-    assert {"8000:8000", "8001:8001"} <= set(services["proxy"]["ports"])
+    # The console trusts X-Forwarded-Proto, so nothing but the proxy may reach it.
+    assert "ports" not in services["console"]
+    assert set(services["proxy"]["ports"]) == {"80:80", "443:443", "8000:8000", "8001:8001"}
+    for port in (443, 8000, 8001):
+        assert re.search(rf"^\s*listen {port} ssl;", nginx, re.MULTILINE), port
     assert "grpc_pass" in nginx
+    assert "proxy_set_header X-Forwarded-Proto https;" in nginx
+    assert "ssl_certificate /etc/nginx/tls/tls.crt;" in nginx
+    assert "tls:/etc/nginx/tls:ro" in services["proxy"]["volumes"]
+    cert = services["tls-cert"]
+    assert cert["command"][:2] == ["python", "deploy/tls/first_start_cert.py"]
+    assert "tls" in compose["volumes"]
+
+
+def test_the_first_start_certificate_is_made_once_and_kept(tmp_path: Path) -> None:
+    import importlib.util
+
+    from cryptography import x509
+
+    spec = importlib.util.spec_from_file_location(
+        "first_start_cert", ROOT / "deploy" / "tls" / "first_start_cert.py"
+    )
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.ensure_certificate(tmp_path, ["portico.example", "127.0.0.1"]) is True
+    first = (tmp_path / "tls.crt").read_bytes()
+    assert (tmp_path / "tls.key").stat().st_mode & 0o777 == 0o600
+    names = x509.load_pem_x509_certificate(first).extensions.get_extension_for_class(
+        x509.SubjectAlternativeName
+    )
+    assert names.value.get_values_for_type(x509.DNSName) == ["portico.example"]
+    assert module.ensure_certificate(tmp_path, ["other"]) is False  # yours, or the first, is kept
+    assert (tmp_path / "tls.crt").read_bytes() == first
 
 
 def test_the_proxy_resolves_the_service_at_run_time_and_skips_failing_replicas(nginx: str) -> None:
@@ -95,7 +128,8 @@ def test_the_proxy_resolves_the_service_at_run_time_and_skips_failing_replicas(n
 
 def test_try_it_reaches_serving_through_the_proxy(compose: dict) -> None:
     env = compose["services"]["console"]["environment"]
-    assert env["PORTICO_SERVING_HTTP_URL"] == "http://proxy:8000"
+    assert env["PORTICO_SERVING_HTTP_URL"] == "https://proxy:8000"
+    assert env["SSL_CERT_FILE"] == "/run/portico-tls/tls.crt"  # trusts the proxy's certificate
 
 
 def test_replicas_serve_the_registry(compose: dict) -> None:
