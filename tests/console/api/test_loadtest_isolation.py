@@ -41,7 +41,10 @@ def test_load_test_of_an_unpromoted_version_leaves_the_promoted_statistics_untou
     http = free_port()
     serving_url = f"http://127.0.0.1:{http}"
     env = _subprocess_env(
-        worker_queue, SERVING_REGISTRY_POLL_SECS="0.5", SERVING_CACHE_DIR=str(tmp_path / "cache")
+        worker_queue,
+        SERVING_REGISTRY_POLL_SECS="0.5",
+        SERVING_CACHE_DIR=str(tmp_path / "cache"),
+        PORTICO_INFERENCE_AUTH="off",  # statistics are under test here; tokens have their own tests
     )
     replica = _start(
         "serving",
