@@ -75,6 +75,9 @@ def test_sigkilled_replica_fails_only_its_in_flight_requests_and_runplatform_res
             killed_at = time.monotonic()
             killed.send_signal(signal.SIGKILL)
             killed.wait(timeout=30)
+            # Until the proxy's health check drops it, new requests may still be routed to it.
+            wait_until(lambda: ports["a"] not in proxy.healthy(), "the proxy to drop it",
+                       timeout_s=30, log=log)  # fmt: skip
             in_flight = proxy.open_between(ports["a"], killed_at, time.monotonic())
             load.wait_for_requests(REQUESTS_BEFORE_KILL)
         wait_until(lambda: ports["a"] in proxy.healthy(), "the killed replica back",
