@@ -63,6 +63,8 @@ def test_serve_command_serves_an_s3_repository_on_a_host_port_endpoint(
         wait_for(http.is_server_ready)
         assert infer_identity(http) == "1"
         grpc = grpcclient.InferenceServerClient(f"127.0.0.1:{grpc_port}")
+        # HTTP answers first: the gRPC listener opens just after it.
+        wait_for(lambda: _grpc_ready(grpc))
         a = np.arange(16, dtype=np.int32).reshape(1, 16)
         inputs = [grpcclient.InferInput(n, [1, 16], "INT32") for n in ("INPUT0", "INPUT1")]
         for tensor in inputs:
@@ -142,3 +144,10 @@ def test_the_local_copy_is_removed_when_the_server_stops(aws_env: S3Server, tmp_
         client.close()
         assert (source.mirror.local / "identity" / "1" / "model.onnx").is_file()
     assert not source.mirror.local.exists()
+
+
+def _grpc_ready(client: grpcclient.InferenceServerClient) -> bool:
+    try:
+        return bool(client.is_server_ready())
+    except Exception:  # noqa: BLE001 - not listening yet
+        return False
