@@ -112,6 +112,7 @@ async def run_server(
     http_server = grpc_server = metrics_server = None
     http_task = metrics_task = None
     in_flight = InFlightLimit(settings.max_in_flight_requests)
+    server.opening = True
     try:
         http_server, http_task = await _start_http(settings, server, ports, in_flight, guard)
         grpc_server = await _start_grpc(settings, server, ports, in_flight, guard)
@@ -122,6 +123,7 @@ async def run_server(
         await source.stop()
         await server.shutdown()
         raise
+    server.opening = False
     set_endpoints = getattr(source, "set_endpoints", None)
     if set_endpoints is not None:
         set_endpoints(http_port=ports.http)

@@ -114,6 +114,9 @@ class InferenceServer:
         self.shutting_down = False
         # Draining: not ready (load balancers stop sending) while still live and serving.
         self.draining = False
+        # Opening: the transports are still being bound. HTTP listens before gRPC, so without this
+        # an HTTP readiness probe could send traffic to a gRPC port that is not accepting yet.
+        self.opening = False
         self._instance_factory = instance_factory or default_instance_factory(
             settings, infer_host=self
         )
@@ -129,7 +132,7 @@ class InferenceServer:
 
     @property
     def ready(self) -> bool:
-        if self.shutting_down or self.draining:
+        if self.shutting_down or self.draining or self.opening:
             return False
         if not self.settings.strict_readiness:
             return True

@@ -4,14 +4,18 @@ subprocess, the start-up table, readiness, and SIGTERM draining to exit code 0."
 from __future__ import annotations
 
 import signal
+import socket
 import threading
+import time
 from pathlib import Path
 
+import grpc
 import numpy as np
 import pytest
 import tritonclient.http as httpclient
 
 from repository import demo_models as dm
+from serving.core.server import InferenceServer
 from serving.settings import ServingSettings, settings_from_env
 from tests.serving.harness import free_port, identity_input, serving_subprocess, wait_ready
 
@@ -135,3 +139,37 @@ def test_port_in_use_exits_non_zero_with_a_message(tmp_path: Path) -> None:
             assert process.wait(timeout=60) == 1
             assert process.stdout is not None
             assert "cannot start serving" in process.stdout.read()
+
+
+def test_ready_only_once_every_listener_accepts(tmp_path: Path) -> None:
+    """HTTP binds before gRPC; a probe that sees ready over HTTP must find gRPC accepting too,
+    or a load balancer following the HTTP probe routes gRPC clients to a closed port."""
+    dm.write_onnx_identity(tmp_path, "identity")
+    http_port, grpc_port = free_port(), free_port()
+    args = ["-m", "serving", "--model-repository", str(tmp_path), "--host", "127.0.0.1",
+            "--http-port", str(http_port), "--grpc-port", str(grpc_port),
+            "--metrics-port", "-1"]  # fmt: skip
+    with serving_subprocess(args) as process:
+        deadline = time.monotonic() + 60
+        while not _http_ready(http_port):
+            assert process.poll() is None, "server exited"
+            assert time.monotonic() < deadline, "never ready"
+        # No wait_for_ready: the channel must connect at once, as a balancer's first request would.
+        with grpc.insecure_channel(f"127.0.0.1:{grpc_port}") as channel:
+            grpc.channel_ready_future(channel).result(timeout=1.0)
+
+
+def test_readiness_is_false_while_the_listeners_open() -> None:
+    server = InferenceServer(ServingSettings())
+    assert server.ready
+    server.opening = True
+    assert not server.ready and server.live
+
+
+def _http_ready(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1.0) as sock:
+            sock.sendall(b"GET /v2/health/ready HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            return sock.recv(64).startswith(b"HTTP/1.1 200")
+    except OSError:
+        return False
