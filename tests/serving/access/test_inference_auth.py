@@ -374,3 +374,19 @@ def test_rpcs_serving_lacks_still_answer_unimplemented_behind_the_check(
     assert grpc_status(lambda: client.get_system_shared_memory_status()) == "UNAUTHENTICATED"
     assert grpc_status(lambda: client.get_system_shared_memory_status(
         headers=grpc_bearer(key))) == "UNIMPLEMENTED"  # fmt: skip
+
+
+def test_user_deactivated_outside_the_services_loses_inference_at_once(
+    replica: ServingProcess,
+) -> None:
+    """Django's admin saves the user directly; no service call bumps the revision for it."""
+    row, key = token(models=["fraud"], known_to=replica)
+    http_infer(replica, "fraud", bearer(key))
+    user = row.user
+
+    def deactivate() -> None:
+        user.is_active = False
+        user.save()
+
+    retrying(deactivate)
+    wait_until(lambda: _refused(replica, key), REVOKE_DEADLINE_S)
