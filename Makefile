@@ -13,9 +13,9 @@ GPU_WHEELS ?=
 LOCK := $(if $(GPU),requirements-gpu.lock,requirements.lock)
 PIP_SOURCE := $(if $(GPU_WHEELS),--no-index --find-links $(GPU_WHEELS),)
 
-.PHONY: install run test test-embedded lint lock lock-gpu bench gpu-check browser sandbox clean
+.PHONY: install run test test-embedded lint lock lock-gpu bench gpu-check browser sandbox proxy clean
 
-install: $(STAMP) static/vendor/.installed sandbox
+install: $(STAMP) static/vendor/.installed sandbox proxy
 
 $(STAMP): $(LOCK) pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -40,6 +40,10 @@ browser:
 # Debian's bubblewrap: validation runs uploaded models inside it (docs/security.md).
 sandbox:
 	@test -x /usr/bin/bwrap || (apt-get update -qq && apt-get install -y -qq bubblewrap >/dev/null)
+
+# Debian's nginx: tests/deploy/test_proxy_tls.py runs the compose proxy's deploy/nginx.conf with it.
+proxy:
+	@test -x /usr/sbin/nginx || (apt-get update -qq && apt-get install -y -qq nginx-light >/dev/null)
 
 run: install
 	$(BIN)/python manage.py runplatform

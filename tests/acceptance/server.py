@@ -1,4 +1,9 @@
-"""A real ``manage.py serve`` subprocess on free ports, as a Triton user would run the server."""
+"""A real ``manage.py serve`` subprocess on free ports, as a Triton user would run the server.
+
+Given a ``Pki``, every listener speaks TLS with its server certificate: HTTPS on the HTTP and
+metrics ports, and gRPC with Triton's ``--grpc-use-ssl`` flags (``--grpc-use-ssl-mutual`` too when
+asked, so gRPC clients must present a certificate the CA signed).
+"""
 
 from __future__ import annotations
 
@@ -6,6 +11,7 @@ import contextlib
 import os
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -14,6 +20,8 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+
+from tests.certificates import Pki
 
 ROOT = Path(__file__).resolve().parents[2]
 STARTUP_TIMEOUT_S = 120.0
@@ -27,21 +35,43 @@ def free_port() -> int:
 
 
 class ServerProcess:
-    """A running server: ``http``/``grpc``/``metrics`` addresses as ``host:port``, and its log."""
+    """A running server: ``http``/``grpc``/``metrics`` addresses as ``host:port``, and its log.
 
-    def __init__(self, process: subprocess.Popen[bytes], log_path: Path, ports: dict[str, int]):
+    ``pki`` is None for clear text; otherwise the certificates its listeners serve.
+    """
+
+    def __init__(
+        self,
+        process: subprocess.Popen[bytes],
+        log_path: Path,
+        ports: dict[str, int],
+        pki: Pki | None = None,
+        grpc_mutual: bool = False,
+    ):
         self.process = process
         self.log_path = log_path
         self.http = f"127.0.0.1:{ports['http']}"
         self.grpc = f"127.0.0.1:{ports['grpc']}"
         self.metrics = f"127.0.0.1:{ports['metrics']}"
+        self.pki = pki
+        self.grpc_mutual = grpc_mutual
+
+    @property
+    def scheme(self) -> str:
+        return "https" if self.pki else "http"
+
+    def ssl_context(self) -> ssl.SSLContext | None:
+        """What an HTTPS client needs to trust this server: its CA (None in clear text)."""
+        return ssl.create_default_context(cafile=str(self.pki.ca)) if self.pki else None
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
 
 
 @contextlib.contextmanager
-def run_server(repo: Path, *extra_args: str) -> Iterator[ServerProcess]:
+def run_server(
+    repo: Path, *extra_args: str, pki: Pki | None = None, grpc_mutual: bool = False
+) -> Iterator[ServerProcess]:
     """Start ``manage.py serve --model-repository repo``; yield once its HTTP port answers.
 
     ``--exit-on-error=false`` so one broken model fails only its own tests; the port opens after
@@ -57,6 +87,7 @@ def run_server(repo: Path, *extra_args: str) -> Iterator[ServerProcess]:
         "--metrics-port", str(ports["metrics"]),
         "--exit-on-error=false",
         "--exit-timeout-secs", "5",
+        *(_tls_args(pki, grpc_mutual=grpc_mutual) if pki else ()),
         *extra_args,
     ]  # fmt: skip
     log_fd, log_name = tempfile.mkstemp(prefix="acceptance-serve-", suffix=".log")
@@ -67,7 +98,7 @@ def run_server(repo: Path, *extra_args: str) -> Iterator[ServerProcess]:
             command, cwd=ROOT, env=env, stdout=log_file, stderr=subprocess.STDOUT,
             start_new_session=True,
         )  # fmt: skip
-    server = ServerProcess(process, log_path, ports)
+    server = ServerProcess(process, log_path, ports, pki, grpc_mutual)
     try:
         _wait_live(server)
         yield server
@@ -76,9 +107,21 @@ def run_server(repo: Path, *extra_args: str) -> Iterator[ServerProcess]:
         log_path.unlink(missing_ok=True)
 
 
+def _tls_args(pki: Pki, *, grpc_mutual: bool) -> list[str]:
+    cert, key = str(pki.server_cert), str(pki.server_key)
+    return [
+        "--http-ssl-cert", cert, "--http-ssl-key", key,
+        "--metrics-ssl-cert", cert, "--metrics-ssl-key", key,
+        "--grpc-use-ssl=true", "--grpc-server-cert", cert, "--grpc-server-key", key,
+        "--grpc-root-cert", str(pki.ca),
+        *(["--grpc-use-ssl-mutual=true"] if grpc_mutual else []),
+    ]  # fmt: skip
+
+
 def _wait_live(server: ServerProcess) -> None:
     deadline = time.monotonic() + STARTUP_TIMEOUT_S
-    url = f"http://{server.http}/v2/health/live"
+    url = f"{server.scheme}://{server.http}/v2/health/live"
+    context = server.ssl_context()
     while time.monotonic() < deadline:
         if server.process.poll() is not None:
             raise RuntimeError(
@@ -86,7 +129,7 @@ def _wait_live(server: ServerProcess) -> None:
             )
         with (
             contextlib.suppress(OSError, urllib.error.URLError),
-            urllib.request.urlopen(url, timeout=1) as response,
+            urllib.request.urlopen(url, timeout=1, context=context) as response,
         ):
             if response.status == 200:
                 return

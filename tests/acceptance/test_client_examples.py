@@ -2,25 +2,25 @@
 
 Each test does what the named example does, with the same client calls and the same checks,
 against ``simple`` (INT32 add/sub), ``simple_string``, ``simple_identity`` and the python_backend
-``add_sub``.
+``add_sub``. The whole suite runs twice: against a server in clear text ("plain") and against one
+whose every listener speaks TLS ("tls"), with unmodified tritonclient and ``ssl=True`` (see
+``tests/acceptance/clients.py``). gRPC's mutual TLS has its own server and examples at the end.
 """
 
 from __future__ import annotations
 
 import asyncio
+import http.client as http_lib
 import queue
 import urllib.request
 from collections.abc import Iterator
 from functools import partial
 from typing import Any
 
-import grpc as grpc_lib
 import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
-import tritonclient.grpc.aio as grpcclient_aio
 import tritonclient.http as httpclient
-import tritonclient.http.aio as httpclient_aio
 from tritonclient.grpc import service_pb2, service_pb2_grpc
 from tritonclient.utils import (
     InferenceServerException,
@@ -28,20 +28,25 @@ from tritonclient.utils import (
     np_to_triton_dtype,
 )
 
+from repository import demo_models as dm
+from tests.acceptance import clients
 from tests.acceptance.example_repository import write_client_examples_repository
 from tests.acceptance.expectations import assert_add_sub, simple_data
 from tests.acceptance.server import ServerProcess, run_server
+from tests.certificates import Pki
 
 pytestmark = pytest.mark.embedded
 
 MODEL = "simple"
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+@pytest.fixture(scope="module", params=["plain", "tls"])
+def server(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, pki: Pki
+) -> Iterator[ServerProcess]:
     repo = tmp_path_factory.mktemp("client-examples")
     write_client_examples_repository(repo)
-    with run_server(repo) as running:
+    with run_server(repo, pki=pki if request.param == "tls" else None) as running:
         yield running
 
 
@@ -67,6 +72,23 @@ def _grpc_inputs(
     inputs[0].set_data_from_numpy(input0)
     inputs[1].set_data_from_numpy(input1)
     return inputs
+
+
+# ------------------------------------------------------------ which protocol the suite runs over
+
+
+def test_a_client_of_the_other_kind_gets_nothing(server: ServerProcess) -> None:
+    """Over TLS a clear-text client is turned away, and the reverse: the suite's answers came over
+    the protocol its name says."""
+    other_scheme = "http" if server.pki else "https"
+    with pytest.raises((OSError, http_lib.HTTPException)):
+        urllib.request.urlopen(f"{other_scheme}://{server.http}/v2/health/live", timeout=10)
+    with (
+        grpcclient.InferenceServerClient(server.grpc, ssl=not server.pki) as client,
+        pytest.raises(InferenceServerException) as caught,
+    ):
+        client.is_server_live(client_timeout=10)
+    assert caught.value.status() in ("StatusCode.UNAVAILABLE", "StatusCode.DEADLINE_EXCEEDED")
 
 
 # ----------------------------------------------------------------- simple_http_infer_client.py
@@ -142,6 +164,10 @@ def test_http_infer_client_unknown_model_message(http: httpclient.InferenceServe
 
 @pytest.mark.parametrize("compression", [None, "gzip", "deflate"])
 def test_grpc_infer_client(grpc: grpcclient.InferenceServerClient, compression: str | None) -> None:
+    _grpc_infer_example(grpc, compression)
+
+
+def _grpc_infer_example(grpc: grpcclient.InferenceServerClient, compression: str | None) -> None:
     input0, input1 = simple_data()
     outputs = [
         grpcclient.InferRequestedOutput("OUTPUT0"),
@@ -226,7 +252,7 @@ def test_grpc_async_infer_client_callbacks(grpc: grpcclient.InferenceServerClien
 
 async def test_http_aio_infer_client(server: ServerProcess) -> None:
     input0, input1 = simple_data()
-    async with httpclient_aio.InferenceServerClient(url=server.http) as client:
+    async with clients.http_aio_client(server) as client:
         assert await client.is_server_live()
         assert await client.is_server_ready()
         assert await client.is_model_ready(MODEL)
@@ -246,7 +272,7 @@ async def test_http_aio_infer_client(server: ServerProcess) -> None:
 
 async def test_grpc_aio_infer_client_unary_and_stream(server: ServerProcess) -> None:
     input0, input1 = simple_data()
-    async with grpcclient_aio.InferenceServerClient(url=server.grpc) as client:
+    async with clients.grpc_aio_client(server) as client:
         assert await client.is_server_live()
         assert await client.is_server_ready()
         assert await client.is_model_ready(MODEL)
@@ -363,7 +389,7 @@ def test_grpc_explicit_byte_content_client(server: ServerProcess) -> None:
         tensor.contents.bytes_contents.extend(x.encode() for x in data[0])
     request.outputs.add(name="OUTPUT0")
     request.outputs.add(name="OUTPUT1")
-    with grpc_lib.insecure_channel(server.grpc) as channel:
+    with clients.grpc_channel(server) as channel:
         response = service_pb2_grpc.GRPCInferenceServiceStub(channel).ModelInfer(request)
     assert [output.name for output in response.outputs] == ["OUTPUT0", "OUTPUT1"]
     # Triton always answers with raw_output_contents (BYTES length-prefixed), never typed contents.
@@ -380,7 +406,7 @@ def test_grpc_explicit_int_content_client(server: ServerProcess) -> None:
     for name, data in (("INPUT0", input0), ("INPUT1", input1)):
         tensor = request.inputs.add(name=name, datatype="INT32", shape=[1, 16])
         tensor.contents.int_contents.extend(int(x) for x in data[0])
-    with grpc_lib.insecure_channel(server.grpc) as channel:
+    with clients.grpc_channel(server) as channel:
         response = service_pb2_grpc.GRPCInferenceServiceStub(channel).ModelInfer(request)
     outputs = {output.name: index for index, output in enumerate(response.outputs)}
     output0 = np.frombuffer(response.raw_output_contents[outputs["OUTPUT0"]], dtype=np.int32)
@@ -452,7 +478,7 @@ def test_grpc_custom_channel_args_client(server: ServerProcess) -> None:
         ("grpc.http2.max_pings_without_data", 2),
         ("grpc.dns_enable_srv_queries", 1),
     ]
-    with grpcclient.InferenceServerClient(url=server.grpc, channel_args=channel_args) as client:
+    with clients.grpc_client(server, channel_args=channel_args) as client:
         input0, input1 = simple_data()
         results = client.infer(
             model_name=MODEL, inputs=_grpc_inputs(input0, input1), headers={"test": "1"}
@@ -467,7 +493,7 @@ def test_grpc_keepalive_client(server: ServerProcess) -> None:
         keepalive_permit_without_calls=False,
         http2_max_pings_without_data=2,
     )
-    with grpcclient.InferenceServerClient(url=server.grpc, keepalive_options=keepalive) as client:
+    with clients.grpc_client(server, keepalive_options=keepalive) as client:
         input0, input1 = simple_data()
         results = client.infer(model_name=MODEL, inputs=_grpc_inputs(input0, input1))
         assert_add_sub(input0, input1, results.as_numpy("OUTPUT0"), results.as_numpy("OUTPUT1"))
@@ -573,8 +599,7 @@ def test_metrics_endpoint_counts_simple_requests(
 ) -> None:
     input0, input1 = simple_data()
     http.infer(MODEL, _http_inputs(input0, input1, binary0=True, binary1=True))
-    with urllib.request.urlopen(f"http://{server.metrics}/metrics", timeout=10) as response:
-        text = response.read().decode()
+    text = clients.metrics_text(server)
     for family in ("nv_inference_request_success", "nv_inference_count", "nv_inference_exec_count"):
         values = [
             float(line.rsplit(" ", 1)[1])
@@ -588,7 +613,7 @@ def test_grpc_standard_health_service(server: ServerProcess) -> None:
     """``grpc.health.v1.Health/Check`` (what Kubernetes gRPC probes call) answers SERVING."""
     from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-    with grpc_lib.insecure_channel(server.grpc) as channel:
+    with clients.grpc_channel(server) as channel:
         reply = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest())
     assert reply.status == health_pb2.HealthCheckResponse.SERVING
 
@@ -634,3 +659,66 @@ def test_shared_memory_is_reported_unsupported_and_not_advertised(
         grpc.unregister_system_shared_memory()
     assert caught.value.status() == "StatusCode.UNIMPLEMENTED"
     assert grpc.is_server_live()
+
+
+# ------------------------------------------------------- gRPC mutual TLS (--grpc-use-ssl-mutual)
+
+
+@pytest.fixture(scope="module")
+def mutual_tls_server(
+    tmp_path_factory: pytest.TempPathFactory, pki: Pki
+) -> Iterator[ServerProcess]:
+    """gRPC requires a client certificate signed by the CA; HTTP and metrics are HTTPS."""
+    repo = tmp_path_factory.mktemp("mutual-tls-examples")
+    dm.write_onnx_add_sub(repo, MODEL, dims=(16,), max_batch_size=8)
+    with run_server(repo, pki=pki, grpc_mutual=True) as running:
+        yield running
+
+
+def test_grpc_infer_client_with_a_client_certificate(mutual_tls_server: ServerProcess) -> None:
+    """``simple_grpc_infer_client.py`` given ``private_key`` and ``certificate_chain``."""
+    with clients.grpc_client(mutual_tls_server) as client:
+        _grpc_infer_example(client, compression="gzip")
+
+
+async def test_grpc_aio_infer_client_with_a_client_certificate(
+    mutual_tls_server: ServerProcess,
+) -> None:
+    input0, input1 = simple_data()
+    async with clients.grpc_aio_client(mutual_tls_server) as client:
+        assert await client.is_server_ready()
+        result = await client.infer(MODEL, _grpc_inputs(input0, input1))
+        assert_add_sub(input0, input1, result.as_numpy("OUTPUT0"), result.as_numpy("OUTPUT1"))
+
+
+def test_mutual_tls_refuses_a_grpc_client_without_a_certificate(
+    mutual_tls_server: ServerProcess,
+) -> None:
+    """The CA alone is not enough: the handshake fails, nothing reaches the model."""
+    input0, input1 = simple_data()
+    before = _inference_count(mutual_tls_server)
+    with (
+        clients.grpc_client(mutual_tls_server, with_certificate=False) as client,
+        pytest.raises(InferenceServerException) as caught,
+    ):
+        client.infer(MODEL, _grpc_inputs(input0, input1), client_timeout=10)
+    assert caught.value.status() in ("StatusCode.UNAVAILABLE", "StatusCode.DEADLINE_EXCEEDED")
+    assert _inference_count(mutual_tls_server) == before
+
+
+def _inference_count(server: ServerProcess) -> int:
+    """``simple``'s inference count, read over HTTPS (mutual TLS is gRPC's only)."""
+    client = clients.http_client(server)
+    try:
+        return int(client.get_inference_statistics(MODEL)["model_stats"][0]["inference_count"])
+    finally:
+        client.close()
+
+
+async def test_mutual_tls_refuses_a_grpc_aio_client_without_a_certificate(
+    mutual_tls_server: ServerProcess,
+) -> None:
+    async with clients.grpc_aio_client(mutual_tls_server, with_certificate=False) as client:
+        with pytest.raises(InferenceServerException) as caught:
+            await client.is_server_live(client_timeout=10)
+    assert caught.value.status() in ("StatusCode.UNAVAILABLE", "StatusCode.DEADLINE_EXCEEDED")
