@@ -26,6 +26,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -42,7 +43,11 @@ TEMP_FOLDERS = ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")
 
 
 def nginx_binary() -> str | None:
-    """The nginx executable (Debian installs it in /usr/sbin, often not on a user's PATH)."""
+    """The nginx executable: the one `make install` unpacks into the venv, else an installed one
+    (Debian installs it in /usr/sbin, often not on a user's PATH)."""
+    unpacked = Path(sys.prefix) / "nginx" / "usr" / "sbin" / "nginx"
+    if unpacked.is_file():
+        return str(unpacked)
     return shutil.which("nginx") or shutil.which("nginx", path="/usr/sbin:/usr/local/sbin")
 
 
