@@ -66,9 +66,11 @@ def _stat(pid: int) -> list[str] | None:
     return text[text.rindex(")") + 2 :].split()
 
 
-def counts(http: str, model: str) -> tuple[int, int]:
+def counts(http: str, model: str, headers: dict[str, str] | None = None) -> tuple[int, int]:
     """(inferences, executions) so far, from the statistics extension."""
-    with urllib.request.urlopen(f"http://{http}/v2/models/{model}/stats", timeout=5) as reply:
+    url = f"http://{http}/v2/models/{model}/stats"
+    request = urllib.request.Request(url, headers=headers or {})
+    with urllib.request.urlopen(request, timeout=5) as reply:
         stats = orjson.loads(reply.read())["model_stats"][0]
     return int(stats["inference_count"]), int(stats["execution_count"])
 

@@ -6,8 +6,9 @@ both alike). "On" is the real access layer (ASGI middleware and gRPC interceptor
 that has quotas, so the rate and concurrency bookkeeping is measured too; only the table's origin
 differs from production (a fixed table here, the registry's there, which costs nothing per
 request). perf_analyzer sends the token as ``authorization: Bearer KEY`` (an HTTP header and gRPC
-metadata) in both modes, so only the server's check differs. Writes the "inference-auth" section
-of docs/benchmarks.md.
+metadata) in both modes, so only the server's check differs. Beside latency and throughput it
+records the server's CPU per request, and the check alone (``bench.access_check``), which hold on a
+busy machine where the others do not. Writes the "inference-auth" section of docs/benchmarks.md.
 
 `python -m bench.inference_auth serve DIR --auth on|off --http-port N --grpc-port M` is the
 server each round starts.
@@ -27,7 +28,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from bench import perf_analyzer, report
+from bench import access_check, cost, perf_analyzer, report
 from bench.server import _running, free_port
 
 KEY = "bench-inference-key-0123456789abcdefghijklmnop"
@@ -73,8 +74,8 @@ def server(repository: Path, *, auth: bool) -> Iterator[dict[str, str]]:
     command = [sys.executable, "-m", "bench.inference_auth", "serve", str(repository),
                "--auth", "on" if auth else "off",
                "--http-port", str(http_port), "--grpc-port", str(grpc_port)]  # fmt: skip
-    with _running(command, http_port, 120):
-        yield {"http": f"127.0.0.1:{http_port}", "grpc": f"127.0.0.1:{grpc_port}"}
+    with _running(command, http_port, 120) as pid:
+        yield {"http": f"127.0.0.1:{http_port}", "grpc": f"127.0.0.1:{grpc_port}", "pid": str(pid)}
 
 
 def measure(addresses: dict[str, str], *, quick: bool) -> dict[str, Any]:
@@ -82,17 +83,39 @@ def measure(addresses: dict[str, str], *, quick: bool) -> dict[str, Any]:
     # gRPC client is itself slower with per-request metadata, and that is not the check's cost.
     header = ("-H", f"authorization:Bearer {KEY}")
     window_ms = 2000 if quick else 4000
-    results = {}
+    results: dict[tuple[str, str], Any] = {}
     for protocol in ("http", "grpc"):
-        results[("identity p50 µs", protocol)] = perf_analyzer.run_load(
-            model="identity", protocol=protocol, url=addresses[protocol], concurrency=1,
-            shape="INPUT0:16", measurement_ms=window_ms, extra_args=header,
-        )  # fmt: skip
-        results[("mlp infer/s", protocol)] = perf_analyzer.run_load(
-            model="mlp", protocol=protocol, url=addresses[protocol],
-            concurrency=MLP_CONCURRENCY, measurement_ms=window_ms, extra_args=header,
-        )  # fmt: skip
+        with _server_cpu(addresses, "identity") as cpu:
+            results[("identity p50 µs", protocol)] = perf_analyzer.run_load(
+                model="identity", protocol=protocol, url=addresses[protocol], concurrency=1,
+                shape="INPUT0:16", measurement_ms=window_ms, extra_args=header,
+            )  # fmt: skip
+        results[("identity server CPU µs/request", protocol)] = cpu
+        with _server_cpu(addresses, "mlp") as cpu:
+            results[("mlp infer/s", protocol)] = perf_analyzer.run_load(
+                model="mlp", protocol=protocol, url=addresses[protocol],
+                concurrency=MLP_CONCURRENCY, measurement_ms=window_ms, extra_args=header,
+            )  # fmt: skip
+        results[("mlp server CPU µs/request", protocol)] = cpu
     return results
+
+
+@dataclasses.dataclass
+class ServerCpu:
+    """Server CPU per request over one load run: unlike throughput, it holds on a busy machine,
+    where other processes take the cores but not this process's work per request."""
+
+    per_request_us: float = 0.0
+
+
+@contextlib.contextmanager
+def _server_cpu(addresses: dict[str, str], model: str) -> Iterator[ServerCpu]:
+    pid, headers = int(addresses["pid"]), {"Authorization": f"Bearer {KEY}"}
+    result = ServerCpu()
+    before, cpu = cost.counts(addresses["http"], model, headers)[0], cost.tree_cpu_s(pid)
+    yield result
+    requests = cost.counts(addresses["http"], model, headers)[0] - before
+    result.per_request_us = (cost.tree_cpu_s(pid) - cpu) / max(1, requests) * 1e6
 
 
 def suite(*, quick: bool) -> None:
@@ -116,12 +139,15 @@ def suite(*, quick: bool) -> None:
 
 
 def _value(metric: str, result: Any) -> float:
+    if isinstance(result, ServerCpu):
+        return result.per_request_us
     return float(result.p50_us if metric.endswith("µs") else result.throughput_per_s)
 
 
 def _mark(results: list[Any]) -> str:
     """'†' after a median that some unstable measurement went into."""
-    return next((report.mark(r) for r in results if report.mark(r)), "")
+    measured = [r for r in results if not isinstance(r, ServerCpu)]
+    return next((report.mark(r) for r in measured if report.mark(r)), "")
 
 
 def _write(runs: dict[bool, list[dict[str, Any]]], rounds: int) -> None:
@@ -129,19 +155,35 @@ def _write(runs: dict[bool, list[dict[str, Any]]], rounds: int) -> None:
     for metric, protocol in runs[False][0]:
         off = statistics.median(_value(metric, r[(metric, protocol)]) for r in runs[False])
         on = statistics.median(_value(metric, r[(metric, protocol)]) for r in runs[True])
-        cost = (on - off) / off if metric.endswith("µs") else (off - on) / off
+        added = (on - off) / off if "µs" in metric else (off - on) / off
         marks = [_mark([r[(metric, protocol)] for r in runs[auth]]) for auth in (False, True)]
         rows.append([metric, protocol.upper(), f"{off:.0f}{marks[0]}", f"{on:.0f}{marks[1]}",
-                     f"{cost * 100:+.1f} %"])  # fmt: skip
-    everything = [result for mode in runs.values() for run in mode for result in run.values()]
+                     f"{added * 100:+.1f} %"])  # fmt: skip
+    everything = [result for mode in runs.values() for run in mode for result in run.values()
+                  if not isinstance(result, ServerCpu)]  # fmt: skip
+    alone = access_check.per_request_us(KEY)
+    shares = []
+    for protocol in ("http", "grpc"):
+        for model in ("identity", "mlp"):
+            metric = (f"{model} server CPU µs/request", protocol)
+            off = statistics.median(_value(metric[0], r[metric]) for r in runs[False])
+            shares.append(f"{alone[protocol] / off * 100:.1f} % of {model}'s {off:.0f} µs "
+                          f"over {protocol.upper()}")  # fmt: skip
     body = "\n\n".join([
         "### Inference auth: the token check, off vs on",
         report.machine_line(),
         report.table(["measure", "protocol", "auth off", "auth on", "cost of the check"], rows),
         f"Median of {rounds} alternating round(s); identity at concurrency 1 ([1,16] FP32), MLP "
-        f"with dynamic batching at concurrency {MLP_CONCURRENCY}. Cost is the p50 added, or the "
-        "throughput lost, as a share of auth off (negative: within noise, auth on measured "
-        "faster).",
+        f"with dynamic batching at concurrency {MLP_CONCURRENCY}. Cost is the p50 or server CPU "
+        "per request added, or the throughput lost, as a share of auth off (negative: within "
+        "noise, auth on measured faster). Server CPU per request (the server's CPU time over the "
+        "requests its statistics counted) is the figure to trust on a busy machine; latency and "
+        "throughput move with whatever else runs.",
+        f"The check alone (`bench/access_check.py`: the HTTP middleware and the gRPC wrapper "
+        f"around a handler that does nothing, best of {access_check.REPEATS} × "
+        f"{access_check.CALLS:,} calls): {alone['http']:.1f} µs per HTTP request and "
+        f"{alone['grpc']:.1f} µs per gRPC request, that is " + ", ".join(shares) + " (the "
+        "server CPU per request with auth off above).",
         report.unstable_note(everything),
         "Reproduce: `PERF_ANALYZER=/path/to/perf_analyzer python -m bench.inference_auth`",
     ])  # fmt: skip
