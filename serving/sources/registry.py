@@ -9,8 +9,8 @@ hands the server core frozen plans: load next to the serving version, flip, drai
 heartbeat row per replica reports what it serves, and when it last saw each inference token.
 
 With inference auth on, the token table follows the same revision on a thread of its own, so a
-revoked token is refused within one wake-up (Redis, PostgreSQL NOTIFY) or poll even while a
-model is still loading.
+revoked token is refused within one wake-up (``redis_listener``, ``postgres_listener``) or poll
+even while a model is still loading.
 
 Faults: every snapshot read is also kept next to a configured cache folder (``last_snapshot``), so
 a replica that starts while the database is down serves its last-known snapshot and catches up
@@ -32,8 +32,6 @@ import os
 import shutil
 import socket
 import tempfile
-import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -59,14 +57,13 @@ from serving.sources.gpu_check import (
 )
 from serving.sources.last_snapshot import snapshot_read, snapshot_write
 from serving.sources.on_demand import idle_versions, least_recently_used
+from serving.sources.postgres_listener import PostgresListener
+from serving.sources.redis_listener import listen_redis
 
 logger = logging.getLogger("serving.sources.registry")
 
 T = TypeVar("T")
 
-# A Redis that stops answering is given up on after this long (connect, read, health-check PING).
-REDIS_TIMEOUT_S = 5.0
-REDIS_RETRY_S = 2.0
 REGISTRY_RETRY_S = 2.0
 
 
@@ -94,7 +91,7 @@ class RegistrySource:
         self._extra: dict[str, set[int]] = {}
         self._promoted: dict[str, Any] = {}
         self._apply_lock = asyncio.Lock()
-        self._listening = threading.Event()
+        self._postgres_listener: PostgresListener | None = None
         self._gpu_reports: GpuReports = {}  # (model, version) -> {"ok", "message"}
         self._gpu_pending: set[tuple[str, int]] = set()  # placed on a GPU here, still pending
         self._endpoints_known = asyncio.Event()
@@ -136,7 +133,9 @@ class RegistrySource:
         self._tasks.append(asyncio.create_task(self._heartbeat_forever()))
         self._tasks.append(asyncio.create_task(self._unload_idle_forever()))
         if self.settings.redis_url:
-            self._tasks.append(asyncio.create_task(self._listen_redis()))
+            self._tasks.append(asyncio.create_task(
+                listen_redis(self.settings.redis_url, _revision_channel(), self._wake_all)
+            ))  # fmt: skip
         else:
             self._start_postgres_listener()
         return errors
@@ -152,7 +151,8 @@ class RegistrySource:
         if self.access is not None:
             with contextlib.suppress(Exception):
                 await self._registry(_close_connection, executor=self._access_executor)
-        self._listening.clear()
+        if self._postgres_listener is not None:
+            self._postgres_listener.stop()
         self._executor.shutdown(wait=False)
         self._access_executor.shutdown(wait=False)
         launch.unprotect(self.cache.root)
@@ -408,37 +408,6 @@ class RegistrySource:
             except Exception:  # noqa: BLE001 - the replica keeps the table it has
                 logger.exception("token table refresh failed")
 
-    async def _listen_redis(self) -> None:
-        import redis.asyncio as redis
-        from redis.exceptions import RedisError
-
-        from repository.facade import REVISION_CHANNEL
-
-        while True:
-            # NOTE: bounded waits: a Redis that stops answering is noticed by the health-check PING
-            # (or a socket timeout) and the channel subscribed again, not waited on forever.
-            client = redis.Redis.from_url(
-                self.settings.redis_url, socket_connect_timeout=REDIS_TIMEOUT_S,
-                socket_timeout=REDIS_TIMEOUT_S, socket_keepalive=True,
-                health_check_interval=REDIS_TIMEOUT_S,
-            )  # fmt: skip
-            try:
-                async with client.pubsub() as pubsub:
-                    await pubsub.subscribe(REVISION_CHANNEL)
-                    logger.info("listening for revisions on Redis")
-                    while True:
-                        message = await pubsub.get_message(
-                            ignore_subscribe_messages=True, timeout=1.0
-                        )
-                        if message is not None and message.get("type") == "message":
-                            self._wake_all()
-            except (RedisError, OSError) as exc:
-                logger.warning("Redis revision channel lost (%s); polling until it is back", exc)
-            finally:
-                with contextlib.suppress(RedisError, OSError):
-                    await client.aclose()
-            await asyncio.sleep(REDIS_RETRY_S)
-
     def _start_postgres_listener(self) -> None:
         """Without Redis, PostgreSQL's NOTIFY on the revision channel wakes the watcher."""
         from django.db import connections
@@ -446,34 +415,11 @@ class RegistrySource:
         connection = connections["default"]
         if connection.vendor != "postgresql":
             return
-        params = connection.get_connection_params()
         # NOTE: the settings' connect timeout and keepalives too: a lost database is noticed.
-        conninfo = {k: params[k] for k in ("dbname", "user", "password", "host", "port",
-                                           "connect_timeout", "keepalives", "keepalives_idle",
-                                           "keepalives_interval", "keepalives_count")
-                    if params.get(k)}  # fmt: skip
-        loop = asyncio.get_running_loop()
-        self._listening.set()
-        threading.Thread(
-            target=self._listen_postgres, args=(conninfo, loop), name="registry-notify", daemon=True
-        ).start()
-
-    def _listen_postgres(self, conninfo: dict[str, Any], loop: asyncio.AbstractEventLoop) -> None:
-        import psycopg
-
-        from repository.facade import REVISION_CHANNEL
-
-        while self._listening.is_set():
-            try:
-                with psycopg.connect(**conninfo, autocommit=True) as conn:
-                    conn.execute(f'LISTEN "{REVISION_CHANNEL}"')
-                    while self._listening.is_set():
-                        for _ in conn.notifies(timeout=1.0, stop_after=1):
-                            loop.call_soon_threadsafe(self._wake_all)
-            except (psycopg.Error, RuntimeError):
-                if self._listening.is_set():
-                    logger.warning("PostgreSQL revision notifications lost; polling only a while")
-                    time.sleep(5)
+        self._postgres_listener = PostgresListener(
+            connection.get_connection_params(), _revision_channel(), self._wake_all
+        )
+        self._postgres_listener.start()
 
     async def _heartbeat_forever(self) -> None:
         # The first heartbeat waits (a while) for the bound ports, so that the registry never
@@ -558,6 +504,12 @@ def _access_table(snapshot: Any) -> AccessTable:
         for t in snapshot.tokens
     )
     return AccessTable.of(snapshot.revision, grants)
+
+
+def _revision_channel() -> str:
+    from repository.facade import REVISION_CHANNEL
+
+    return REVISION_CHANNEL
 
 
 def _is_ensemble(servable: Any) -> bool:
