@@ -8,16 +8,15 @@ read straight from S3 or the blob folder, as the registry's ``blob_store`` descr
 hands the server core frozen plans: load next to the serving version, flip, drain, unload. A
 heartbeat row per replica reports what it serves, and when it last saw each inference token.
 
-With inference auth on, the token table follows the same revision on a thread of its own, so a
-revoked token is refused within one wake-up (``redis_listener``, ``postgres_listener``) or poll
-even while a model is still loading.
+With inference auth on, the token table follows the same revision on a thread of its own
+(``access_follower``), so a revoked token is refused within one wake-up (``redis_listener``,
+``postgres_listener``) or poll even while a model is still loading.
 
-Faults: every snapshot read is also kept next to a configured cache folder (``last_snapshot``), so
-a replica that starts while the database is down serves its last-known snapshot and catches up
-when the database answers; a lost database or Redis only delays heartbeats and revision updates
-(each retried on its own schedule, every wait bounded by connect and socket timeouts), never a
-request. The token table is not kept on disk: a replica started while the database is down
-refuses every token (fails closed) until the registry answers.
+Faults: every snapshot read, and every token table, is also kept in a configured cache folder
+(``last_snapshot``), so a replica that starts while the database is down serves its last-known
+snapshot to the tokens it last knew and catches up when the database answers; a lost database or
+Redis only delays heartbeats and revision updates (each retried on its own schedule, every wait
+bounded by connect and socket timeouts), never a request.
 """
 
 from __future__ import annotations
@@ -38,7 +37,7 @@ from typing import Any, TypeVar
 
 from repository.config import ConfigError, parse_config_text
 from serving.access.guard import AccessGuard
-from serving.access.table import AccessTable, TokenGrant
+from serving.access.table import AccessTable
 from serving.backends.python import launch
 from serving.core.devices import gpu_count
 from serving.core.model_spec import ModelSpec
@@ -47,6 +46,7 @@ from serving.core.placement import replica_config
 from serving.core.server import InferenceServer, VersionPlan
 from serving.errors import ServingError, UnavailableError
 from serving.settings import ServingSettings
+from serving.sources.access_follower import AccessFollower, access_table
 from serving.sources.blob_cache import BlobCache
 from serving.sources.blob_reader import BlobOpener, blob_opener
 from serving.sources.gpu_check import (
@@ -84,8 +84,8 @@ class RegistrySource:
             1, thread_name_prefix="registry-access"
         )
         self.access: AccessGuard | None = None
+        self.access_follower: AccessFollower | None = None
         self._wake = asyncio.Event()
-        self._access_wake = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._loadable: dict[tuple[str, int], Any] = {}
         self._extra: dict[str, set[int]] = {}
@@ -110,17 +110,18 @@ class RegistrySource:
     def set_access_guard(self, guard: AccessGuard) -> None:
         """Keep ``guard``'s token table in step with the registry (called before ``start``)."""
         self.access = guard
+        self.access_follower = AccessFollower(
+            guard, read_table=self._read_access, read_revision=self._read_access_revision,
+            folder=None if self._own_cache is not None else self.cache.root,
+            poll_s=self.settings.registry_poll_s,
+        )  # fmt: skip
 
     async def start(self, server: InferenceServer) -> list[str]:
         self.server = server
         server.on_demand = self.load_on_demand
-        if self.access is not None:
-            try:
-                await self.refresh_access()
-            except Exception as exc:  # noqa: BLE001 - closed until the registry answers
-                logger.warning("the token table is unreachable (%s); every token is refused until "
-                               "the registry answers", exc)  # fmt: skip
-            self._tasks.append(asyncio.create_task(self._follow_access_forever()))
+        if self.access_follower is not None:
+            await self.access_follower.start()
+            self._tasks.append(asyncio.create_task(self.access_follower.follow_forever()))
         try:
             snapshot = await self._read_snapshot()
         except Exception as exc:  # noqa: BLE001 - whatever the database raised, the kept one serves
@@ -379,34 +380,19 @@ class RegistrySource:
 
     def _wake_all(self) -> None:
         self._wake.set()
-        self._access_wake.set()
+        if self.access_follower is not None:
+            self.access_follower.wake()
 
-    async def refresh_access(self) -> None:
-        """Read the registry's token table and make the guard serve it."""
+    async def _read_access(self) -> AccessTable:
         from repository import facade
 
-        assert self.access is not None
         snapshot = await self._registry(facade.access_snapshot, executor=self._access_executor)
-        self.access.replace(_access_table(snapshot))
+        return access_table(snapshot)
 
-    async def _follow_access_forever(self) -> None:
+    async def _read_access_revision(self) -> int:
         from repository import facade
 
-        assert self.access is not None
-        while True:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(
-                    self._access_wake.wait(), timeout=self.settings.registry_poll_s
-                )
-            self._access_wake.clear()
-            try:
-                revision = await self._registry(
-                    facade.serving_revision, executor=self._access_executor
-                )
-                if revision != self.access.table.revision:
-                    await self.refresh_access()
-            except Exception:  # noqa: BLE001 - the replica keeps the table it has
-                logger.exception("token table refresh failed")
+        return await self._registry(facade.serving_revision, executor=self._access_executor)
 
     def _start_postgres_listener(self) -> None:
         """Without Redis, PostgreSQL's NOTIFY on the revision channel wakes the watcher."""
@@ -487,23 +473,6 @@ def _close_connection() -> None:
     from django.db import connection
 
     connection.close()
-
-
-def _access_table(snapshot: Any) -> AccessTable:
-    grants = (
-        TokenGrant(
-            token_id=t.token_id,
-            prefix=t.prefix,
-            key_hash=t.key_hash,
-            models=None if t.models is None else frozenset(t.models),
-            may_infer=t.may_infer,
-            expires_at=None if t.expires_at is None else t.expires_at.timestamp(),
-            rate_limit_rps=t.rate_limit_rps,
-            max_concurrency=t.max_concurrency,
-        )  # fmt: skip
-        for t in snapshot.tokens
-    )
-    return AccessTable.of(snapshot.revision, grants)
 
 
 def _revision_channel() -> str:
