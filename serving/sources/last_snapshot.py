@@ -12,9 +12,16 @@ write it.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
+
+from serving.errors import UnavailableError
+
+logger = logging.getLogger("serving.sources.registry")
 
 SNAPSHOT_NAME = "registry-snapshot.json"
 ACCESS_NAME = "access-snapshot.json"
@@ -42,3 +49,27 @@ def snapshot_read(folder: Path, name: str = SNAPSHOT_NAME) -> str | None:
         return (folder / name).read_text(encoding="utf-8")
     except FileNotFoundError:
         return None
+
+
+def last_known_snapshot(folder: Path | None, error: Exception, loads: Callable[[str], Any]) -> Any:
+    """The registry did not answer at start-up (``error``): the snapshot an earlier run kept in
+    ``folder`` (None: no configured cache folder), read with ``loads``. ``UnavailableError`` when
+    there is none or it is unreadable: nothing to serve, the replica exits for its supervisor to
+    start it again."""
+    text = None if folder is None else snapshot_read(folder)
+    if text is None:
+        kept = "no --cache-dir" if folder is None else f"none in {folder}"
+        raise UnavailableError(
+            f"the registry is unreachable ({error}) and there is no last-known snapshot to "
+            f"start from ({kept})"
+        ) from error
+    try:
+        snapshot = loads(text)
+    except (ValueError, KeyError, TypeError) as bad:
+        raise UnavailableError(
+            f"the registry is unreachable ({error}) and the last-known snapshot in {folder} is "
+            f"unreadable ({bad!r})"
+        ) from error
+    logger.warning("the registry is unreachable (%s); serving the last-known snapshot "
+                   "(revision %s) until it answers", error, snapshot.revision)  # fmt: skip
+    return snapshot

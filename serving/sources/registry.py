@@ -44,7 +44,7 @@ from serving.core.model_spec import ModelSpec
 from serving.core.model_table import UNLOADED_REASON
 from serving.core.placement import replica_config
 from serving.core.server import InferenceServer, VersionPlan
-from serving.errors import ServingError, UnavailableError
+from serving.errors import ServingError
 from serving.settings import ServingSettings
 from serving.sources.access_follower import AccessFollower, access_table
 from serving.sources.blob_cache import BlobCache
@@ -55,7 +55,7 @@ from serving.sources.gpu_check import (
     placed_on_gpu,
     report_failed_load,
 )
-from serving.sources.last_snapshot import snapshot_read, snapshot_write
+from serving.sources.last_snapshot import last_known_snapshot, snapshot_write
 from serving.sources.on_demand import idle_versions, least_recently_used
 from serving.sources.postgres_listener import PostgresListener
 from serving.sources.redis_listener import listen_redis
@@ -214,22 +214,8 @@ class RegistrySource:
         """The registry did not answer at start-up: the snapshot kept by an earlier run."""
         from repository import facade
 
-        text = None if self._own_cache is not None else snapshot_read(self.cache.root)
-        if text is None:
-            kept = "no --cache-dir" if self._own_cache is not None else f"none in {self.cache.root}"
-            raise UnavailableError(
-                f"the registry is unreachable ({exc}) and there is no last-known snapshot to "
-                f"start from ({kept})"
-            ) from exc
-        try:
-            snapshot = facade.snapshot_loads(text)
-        except (ValueError, KeyError, TypeError) as bad:
-            raise UnavailableError(
-                f"the registry is unreachable ({exc}) and the last-known snapshot in "
-                f"{self.cache.root} is unreadable ({bad!r})"
-            ) from exc
-        logger.warning("the registry is unreachable (%s); serving the last-known snapshot "
-                       "(revision %s) until it answers", exc, snapshot.revision)  # fmt: skip
+        folder = None if self._own_cache is not None else self.cache.root
+        snapshot = last_known_snapshot(folder, exc, facade.snapshot_loads)
         self.from_last_known = True
         return snapshot
 
