@@ -1,12 +1,18 @@
-"""The token table: frozen grants keyed by the sha256 of their key, replaced whole, never edited."""
+"""The token table: frozen grants keyed by the sha256 of their key, replaced whole, never edited.
+
+It holds no key, only key hashes, so it may be written down (``table_dumps``) for a replica to
+start from while the registry is unreachable.
+"""
 
 from __future__ import annotations
 
 import dataclasses
 import enum
 import hashlib
+import json
 from collections.abc import Iterable, Mapping
 from types import MappingProxyType
+from typing import Any
 
 
 class Need(enum.Enum):
@@ -49,6 +55,40 @@ class AccessTable:
 
 
 EMPTY_TABLE = AccessTable.of(-1, ())
+
+
+def table_dumps(table: AccessTable) -> str:
+    """``table`` as JSON text: revision, then per token its id, prefix, key hash, scope, expiry
+    and quotas (there is no key to write)."""
+    tokens = [
+        {**dataclasses.asdict(g), "models": None if g.models is None else sorted(g.models)}
+        for g in table.by_hash.values()
+    ]
+    return json.dumps({"revision": table.revision, "tokens": tokens}, sort_keys=True)
+
+
+def table_loads(text: str) -> AccessTable:
+    """The table ``table_dumps`` wrote (``ValueError``/``KeyError``/``TypeError`` if not)."""
+    data = json.loads(text)
+
+    def grant(item: dict[str, Any]) -> TokenGrant:
+        models = item["models"]
+        expires_at, rps, concurrency = (
+            item["expires_at"], item["rate_limit_rps"], item["max_concurrency"]
+        )  # fmt: skip
+        digest = str(item["key_hash"])
+        if len(digest) != len(key_hash("")) or not all(c in "0123456789abcdef" for c in digest):
+            raise ValueError(f"not a sha256 key hash: {digest[:8]!r}…")
+        return TokenGrant(
+            token_id=int(item["token_id"]), prefix=str(item["prefix"]), key_hash=digest,
+            models=None if models is None else frozenset(str(m) for m in models),
+            may_infer=bool(item["may_infer"]),
+            expires_at=None if expires_at is None else float(expires_at),
+            rate_limit_rps=None if rps is None else float(rps),
+            max_concurrency=None if concurrency is None else int(concurrency),
+        )  # fmt: skip
+
+    return AccessTable.of(int(data["revision"]), (grant(item) for item in data["tokens"]))
 
 
 def key_hash(key: str) -> str:

@@ -8,16 +8,15 @@ read straight from S3 or the blob folder, as the registry's ``blob_store`` descr
 hands the server core frozen plans: load next to the serving version, flip, drain, unload. A
 heartbeat row per replica reports what it serves, and when it last saw each inference token.
 
-With inference auth on, the token table follows the same revision on a thread of its own, so a
-revoked token is refused within one wake-up (Redis, PostgreSQL NOTIFY) or poll even while a
-model is still loading.
+With inference auth on, the token table follows the same revision on a thread of its own
+(``access_follower``), so a revoked token is refused within one wake-up (``redis_listener``,
+``postgres_listener``) or poll even while a model is still loading.
 
-Faults: every snapshot read is also kept next to a configured cache folder (``last_snapshot``), so
-a replica that starts while the database is down serves its last-known snapshot and catches up
-when the database answers; a lost database or Redis only delays heartbeats and revision updates
-(each retried on its own schedule, every wait bounded by connect and socket timeouts), never a
-request. The token table is not kept on disk: a replica started while the database is down
-refuses every token (fails closed) until the registry answers.
+Faults: every snapshot read, and every token table, is also kept in a configured cache folder
+(``last_snapshot``), so a replica that starts while the database is down serves its last-known
+snapshot to the tokens it last knew and catches up when the database answers; a lost database or
+Redis only delays heartbeats and revision updates (each retried on its own schedule, every wait
+bounded by connect and socket timeouts), never a request.
 """
 
 from __future__ import annotations
@@ -32,23 +31,22 @@ import os
 import shutil
 import socket
 import tempfile
-import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
 from repository.config import ConfigError, parse_config_text
 from serving.access.guard import AccessGuard
-from serving.access.table import AccessTable, TokenGrant
+from serving.access.table import AccessTable
 from serving.backends.python import launch
 from serving.core.devices import gpu_count
 from serving.core.model_spec import ModelSpec
 from serving.core.model_table import UNLOADED_REASON
 from serving.core.placement import replica_config
 from serving.core.server import InferenceServer, VersionPlan
-from serving.errors import ServingError, UnavailableError
+from serving.errors import ServingError
 from serving.settings import ServingSettings
+from serving.sources.access_follower import AccessFollower, access_table
 from serving.sources.blob_cache import BlobCache
 from serving.sources.blob_reader import BlobOpener, blob_opener
 from serving.sources.gpu_check import (
@@ -57,16 +55,15 @@ from serving.sources.gpu_check import (
     placed_on_gpu,
     report_failed_load,
 )
-from serving.sources.last_snapshot import snapshot_read, snapshot_write
+from serving.sources.last_snapshot import last_known_snapshot, snapshot_write
 from serving.sources.on_demand import idle_versions, least_recently_used
+from serving.sources.postgres_listener import PostgresListener
+from serving.sources.redis_listener import listen_redis
 
 logger = logging.getLogger("serving.sources.registry")
 
 T = TypeVar("T")
 
-# A Redis that stops answering is given up on after this long (connect, read, health-check PING).
-REDIS_TIMEOUT_S = 5.0
-REDIS_RETRY_S = 2.0
 REGISTRY_RETRY_S = 2.0
 
 
@@ -87,14 +84,14 @@ class RegistrySource:
             1, thread_name_prefix="registry-access"
         )
         self.access: AccessGuard | None = None
+        self.access_follower: AccessFollower | None = None
         self._wake = asyncio.Event()
-        self._access_wake = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._loadable: dict[tuple[str, int], Any] = {}
         self._extra: dict[str, set[int]] = {}
         self._promoted: dict[str, Any] = {}
         self._apply_lock = asyncio.Lock()
-        self._listening = threading.Event()
+        self._postgres_listener: PostgresListener | None = None
         self._gpu_reports: GpuReports = {}  # (model, version) -> {"ok", "message"}
         self._gpu_pending: set[tuple[str, int]] = set()  # placed on a GPU here, still pending
         self._endpoints_known = asyncio.Event()
@@ -113,17 +110,18 @@ class RegistrySource:
     def set_access_guard(self, guard: AccessGuard) -> None:
         """Keep ``guard``'s token table in step with the registry (called before ``start``)."""
         self.access = guard
+        self.access_follower = AccessFollower(
+            guard, read_table=self._read_access, read_revision=self._read_access_revision,
+            folder=None if self._own_cache is not None else self.cache.root,
+            poll_s=self.settings.registry_poll_s,
+        )  # fmt: skip
 
     async def start(self, server: InferenceServer) -> list[str]:
         self.server = server
         server.on_demand = self.load_on_demand
-        if self.access is not None:
-            try:
-                await self.refresh_access()
-            except Exception as exc:  # noqa: BLE001 - closed until the registry answers
-                logger.warning("the token table is unreachable (%s); every token is refused until "
-                               "the registry answers", exc)  # fmt: skip
-            self._tasks.append(asyncio.create_task(self._follow_access_forever()))
+        if self.access_follower is not None:
+            await self.access_follower.start()
+            self._tasks.append(asyncio.create_task(self.access_follower.follow_forever()))
         try:
             snapshot = await self._read_snapshot()
         except Exception as exc:  # noqa: BLE001 - whatever the database raised, the kept one serves
@@ -136,7 +134,9 @@ class RegistrySource:
         self._tasks.append(asyncio.create_task(self._heartbeat_forever()))
         self._tasks.append(asyncio.create_task(self._unload_idle_forever()))
         if self.settings.redis_url:
-            self._tasks.append(asyncio.create_task(self._listen_redis()))
+            self._tasks.append(asyncio.create_task(
+                listen_redis(self.settings.redis_url, _revision_channel(), self._wake_all)
+            ))  # fmt: skip
         else:
             self._start_postgres_listener()
         return errors
@@ -152,7 +152,8 @@ class RegistrySource:
         if self.access is not None:
             with contextlib.suppress(Exception):
                 await self._registry(_close_connection, executor=self._access_executor)
-        self._listening.clear()
+        if self._postgres_listener is not None:
+            self._postgres_listener.stop()
         self._executor.shutdown(wait=False)
         self._access_executor.shutdown(wait=False)
         launch.unprotect(self.cache.root)
@@ -213,22 +214,8 @@ class RegistrySource:
         """The registry did not answer at start-up: the snapshot kept by an earlier run."""
         from repository import facade
 
-        text = None if self._own_cache is not None else snapshot_read(self.cache.root)
-        if text is None:
-            kept = "no --cache-dir" if self._own_cache is not None else f"none in {self.cache.root}"
-            raise UnavailableError(
-                f"the registry is unreachable ({exc}) and there is no last-known snapshot to "
-                f"start from ({kept})"
-            ) from exc
-        try:
-            snapshot = facade.snapshot_loads(text)
-        except (ValueError, KeyError, TypeError) as bad:
-            raise UnavailableError(
-                f"the registry is unreachable ({exc}) and the last-known snapshot in "
-                f"{self.cache.root} is unreadable ({bad!r})"
-            ) from exc
-        logger.warning("the registry is unreachable (%s); serving the last-known snapshot "
-                       "(revision %s) until it answers", exc, snapshot.revision)  # fmt: skip
+        folder = None if self._own_cache is not None else self.cache.root
+        snapshot = last_known_snapshot(folder, exc, facade.snapshot_loads)
         self.from_last_known = True
         return snapshot
 
@@ -379,65 +366,19 @@ class RegistrySource:
 
     def _wake_all(self) -> None:
         self._wake.set()
-        self._access_wake.set()
+        if self.access_follower is not None:
+            self.access_follower.wake()
 
-    async def refresh_access(self) -> None:
-        """Read the registry's token table and make the guard serve it."""
+    async def _read_access(self) -> AccessTable:
         from repository import facade
 
-        assert self.access is not None
         snapshot = await self._registry(facade.access_snapshot, executor=self._access_executor)
-        self.access.replace(_access_table(snapshot))
+        return access_table(snapshot)
 
-    async def _follow_access_forever(self) -> None:
+    async def _read_access_revision(self) -> int:
         from repository import facade
 
-        assert self.access is not None
-        while True:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(
-                    self._access_wake.wait(), timeout=self.settings.registry_poll_s
-                )
-            self._access_wake.clear()
-            try:
-                revision = await self._registry(
-                    facade.serving_revision, executor=self._access_executor
-                )
-                if revision != self.access.table.revision:
-                    await self.refresh_access()
-            except Exception:  # noqa: BLE001 - the replica keeps the table it has
-                logger.exception("token table refresh failed")
-
-    async def _listen_redis(self) -> None:
-        import redis.asyncio as redis
-        from redis.exceptions import RedisError
-
-        from repository.facade import REVISION_CHANNEL
-
-        while True:
-            # NOTE: bounded waits: a Redis that stops answering is noticed by the health-check PING
-            # (or a socket timeout) and the channel subscribed again, not waited on forever.
-            client = redis.Redis.from_url(
-                self.settings.redis_url, socket_connect_timeout=REDIS_TIMEOUT_S,
-                socket_timeout=REDIS_TIMEOUT_S, socket_keepalive=True,
-                health_check_interval=REDIS_TIMEOUT_S,
-            )  # fmt: skip
-            try:
-                async with client.pubsub() as pubsub:
-                    await pubsub.subscribe(REVISION_CHANNEL)
-                    logger.info("listening for revisions on Redis")
-                    while True:
-                        message = await pubsub.get_message(
-                            ignore_subscribe_messages=True, timeout=1.0
-                        )
-                        if message is not None and message.get("type") == "message":
-                            self._wake_all()
-            except (RedisError, OSError) as exc:
-                logger.warning("Redis revision channel lost (%s); polling until it is back", exc)
-            finally:
-                with contextlib.suppress(RedisError, OSError):
-                    await client.aclose()
-            await asyncio.sleep(REDIS_RETRY_S)
+        return await self._registry(facade.serving_revision, executor=self._access_executor)
 
     def _start_postgres_listener(self) -> None:
         """Without Redis, PostgreSQL's NOTIFY on the revision channel wakes the watcher."""
@@ -446,34 +387,11 @@ class RegistrySource:
         connection = connections["default"]
         if connection.vendor != "postgresql":
             return
-        params = connection.get_connection_params()
         # NOTE: the settings' connect timeout and keepalives too: a lost database is noticed.
-        conninfo = {k: params[k] for k in ("dbname", "user", "password", "host", "port",
-                                           "connect_timeout", "keepalives", "keepalives_idle",
-                                           "keepalives_interval", "keepalives_count")
-                    if params.get(k)}  # fmt: skip
-        loop = asyncio.get_running_loop()
-        self._listening.set()
-        threading.Thread(
-            target=self._listen_postgres, args=(conninfo, loop), name="registry-notify", daemon=True
-        ).start()
-
-    def _listen_postgres(self, conninfo: dict[str, Any], loop: asyncio.AbstractEventLoop) -> None:
-        import psycopg
-
-        from repository.facade import REVISION_CHANNEL
-
-        while self._listening.is_set():
-            try:
-                with psycopg.connect(**conninfo, autocommit=True) as conn:
-                    conn.execute(f'LISTEN "{REVISION_CHANNEL}"')
-                    while self._listening.is_set():
-                        for _ in conn.notifies(timeout=1.0, stop_after=1):
-                            loop.call_soon_threadsafe(self._wake_all)
-            except (psycopg.Error, RuntimeError):
-                if self._listening.is_set():
-                    logger.warning("PostgreSQL revision notifications lost; polling only a while")
-                    time.sleep(5)
+        self._postgres_listener = PostgresListener(
+            connection.get_connection_params(), _revision_channel(), self._wake_all
+        )
+        self._postgres_listener.start()
 
     async def _heartbeat_forever(self) -> None:
         # The first heartbeat waits (a while) for the bound ports, so that the registry never
@@ -543,21 +461,10 @@ def _close_connection() -> None:
     connection.close()
 
 
-def _access_table(snapshot: Any) -> AccessTable:
-    grants = (
-        TokenGrant(
-            token_id=t.token_id,
-            prefix=t.prefix,
-            key_hash=t.key_hash,
-            models=None if t.models is None else frozenset(t.models),
-            may_infer=t.may_infer,
-            expires_at=None if t.expires_at is None else t.expires_at.timestamp(),
-            rate_limit_rps=t.rate_limit_rps,
-            max_concurrency=t.max_concurrency,
-        )  # fmt: skip
-        for t in snapshot.tokens
-    )
-    return AccessTable.of(snapshot.revision, grants)
+def _revision_channel() -> str:
+    from repository.facade import REVISION_CHANNEL
+
+    return REVISION_CHANNEL
 
 
 def _is_ensemble(servable: Any) -> bool:

@@ -185,11 +185,16 @@ def fp32_request(values: list[float]) -> bytes:
 IDENTITY_REQUEST = fp32_request([1, 2, 3, 4])
 
 
-def infer(port: int, model: str = "identity", body: bytes = IDENTITY_REQUEST) -> dict[str, Any]:
-    """One KServe v2 JSON inference on its own connection; the response, or an error raised."""
+def infer(
+    port: int, model: str = "identity", body: bytes = IDENTITY_REQUEST, *, token: str = ""
+) -> dict[str, Any]:
+    """One KServe v2 JSON inference on its own connection (with ``token``, as a bearer); the
+    response, or an error raised."""
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
     try:
         headers = {"Content-Type": "application/json", "Connection": "close"}
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
         connection.request("POST", f"/v2/models/{model}/infer", body=body, headers=headers)
         response = connection.getresponse()
         payload = response.read()

@@ -1,11 +1,12 @@
-"""Drills: the database or Redis goes away. A replica starts from its last-known snapshot while
-PostgreSQL is down and catches up when it returns; PostgreSQL or Redis lost while serving fails no
-request, and heartbeats and revision updates resume by themselves.
+"""Drills: the database or Redis goes away. A replica starts from its last-known snapshot (and
+token table) while PostgreSQL is down and catches up when it returns; PostgreSQL or Redis lost while
+serving fails no request, and heartbeats and revision updates resume by themselves.
 
 "Down" is a TCP proxy in front of the machine's PostgreSQL and Redis that the test stops (listener
 closed, every connection dropped) and starts again; the servers themselves are never touched.
 A replica with no kept snapshot (or an unreadable one) meets a port nothing listens on instead,
-which needs no PostgreSQL, so those two run on the embedded default too.
+which needs no PostgreSQL, so those two run on the embedded default too. So does the token drill:
+there, the SQLite file is reached through a link to its folder that the test removes and puts back.
 """
 
 from __future__ import annotations
@@ -23,8 +24,9 @@ from typing import Any
 import pytest
 
 from tests.deploy.loopback import Load, LoopbackProxy, http_status, infer, serve, wait_until
+from tests.serving.access.test_inference_auth import token
 from tests.serving.harness import free_port
-from tests.serving.sources.test_registry import identity_onnx, promote, registry_version
+from tests.serving.sources.test_registry import identity_onnx, promote, registry_version, retrying
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -51,10 +53,49 @@ def redis() -> Iterator[LoopbackProxy]:
     proxy.close()
 
 
-class Replica:
-    """A registry-backed serving process reaching PostgreSQL (and Redis) through the proxies."""
+class SqliteFolder:
+    """The embedded default's "down": the replica reaches the SQLite file through a link to its
+    folder, which ``stop`` removes (nothing can be opened there) and ``start`` puts back."""
 
-    def __init__(self, tmp_path: Path, postgres: LoopbackProxy, redis_url: str = "") -> None:
+    def __init__(self, tmp_path: Path) -> None:
+        from django.db import connection
+
+        database = Path(connection.settings_dict["NAME"])
+        self.link = tmp_path / "database"
+        self.folder = database.parent
+        self.url = f"sqlite:///{self.link / database.name}"
+        self.start()
+
+    def stop(self) -> None:
+        self.link.unlink()
+
+    def start(self) -> None:
+        self.link.symlink_to(self.folder, target_is_directory=True)
+
+
+Outage = LoopbackProxy | SqliteFolder
+
+
+@pytest.fixture(params=["postgres", pytest.param("sqlite", marks=pytest.mark.embedded)])
+def database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Outage]:
+    """What stands between a replica and its database, stopped and started by the test."""
+    from django.db import connection
+
+    if request.param == "postgres":
+        yield request.getfixturevalue("postgres")
+    elif connection.vendor != "sqlite":
+        pytest.skip("the SQLite outage needs the embedded default")
+    else:
+        yield SqliteFolder(tmp_path)
+
+
+class Replica:
+    """A registry-backed serving process reaching its database (and Redis) through an outage
+    the test controls: the proxies, or the SQLite folder's link."""
+
+    def __init__(
+        self, tmp_path: Path, database: Outage, redis_url: str = "", auth: str = "off"
+    ) -> None:
         from django.conf import settings
         from django.db import connection
 
@@ -62,10 +103,15 @@ class Replica:
         self.port = free_port()
         self.log = tmp_path / "replica.log"
         self.cache = tmp_path / "cache"
+        if isinstance(database, SqliteFolder):
+            database_url = database.url
+        else:
+            database_url = f"postgres://{db['USER']}@127.0.0.1:{database.port}/{db['NAME']}"
         self.env = {
             "DJANGO_SETTINGS_MODULE": "console.settings.serving",
-            "PORTICO_INFERENCE_AUTH": "off",  # loopback only; tokens are not what is drilled
-            "DATABASE_URL": f"postgres://{db['USER']}@127.0.0.1:{postgres.port}/{db['NAME']}",
+            # Loopback only; tokens are drilled where they are the subject.
+            "PORTICO_INFERENCE_AUTH": auth,
+            "DATABASE_URL": database_url,
             "PORTICO_DB_CONNECT_TIMEOUT_S": "2",
             "PORTICO_BLOB_DIR": settings.STORAGES["blobs"]["OPTIONS"]["location"],
             "REDIS_URL": redis_url,
@@ -103,6 +149,14 @@ class Replica:
 
     def version_served(self) -> str:
         return str(infer(self.port)["model_version"])
+
+    def status(self, token: str, model: str = "identity") -> int:
+        """The HTTP status of an inference with ``token``."""
+        try:
+            infer(self.port, model, token=token)
+        except RuntimeError as exc:
+            return int(str(exc).split()[1].rstrip(":"))
+        return 200
 
 
 def heartbeat_since(moment: datetime) -> bool:
@@ -152,6 +206,55 @@ def test_replica_starts_from_its_last_known_snapshot_while_postgres_is_down(
     print(f"\nPostgreSQL down at start: ready from the kept snapshot in {start_s:.1f} s; after "
           f"it returned, heartbeat in {heartbeat_s:.1f} s, "
           f"promoted v2 served in {update_s:.1f} s")  # fmt: skip
+
+
+def test_replica_started_while_the_database_is_down_accepts_the_tokens_it_kept(
+    tmp_path: Path, database: Outage
+) -> None:
+    from repository.services import api_token_revoke
+    from serving.access.table import key_hash
+
+    # With Redis (next to PostgreSQL) the poll is 600 s: what is refused early came through the
+    # retry after the database returned, not a poll.
+    redis_url = os.environ["REDIS_URL"] if isinstance(database, LoopbackProxy) else ""
+    (v1,) = identity_versions(tmp_path, 1)
+    promote(v1)
+    _, kept = token(models=["identity"])
+    revoked_row, revoked = token(models=["identity"])
+    _, elsewhere = token(models=["other"])
+    replica = Replica(tmp_path, database, redis_url=redis_url, auth="required")
+    try:
+        replica.start()
+        wait_until(lambda: replica.status(kept) == 200, "token accepted", log=replica.log)
+        table = replica.cache / "access-snapshot.json"
+        assert stat.S_IMODE(table.stat().st_mode) == 0o600
+        text = table.read_text()
+        assert key_hash(kept) in text and kept not in text and revoked not in text
+        replica.stop()
+
+        database.stop()
+        start_s = replica.start()
+        assert "serving the kept one (revision" in replica.output()
+        assert replica.status(kept) == 200
+        assert replica.status(revoked) == 200  # not revoked yet
+        assert replica.status("u" * 43) == 401
+        assert replica.status(elsewhere) == 403
+        assert replica.status("") == 401
+
+        # Revoked while the replica cannot see the database: the Redis message (if any) that
+        # wakes it finds the database down.
+        retrying(lambda: api_token_revoke(token=revoked_row, actor=revoked_row.user))
+        database.start()
+        refused_s = wait_until(lambda: replica.status(revoked) == 401, "revoked token refused",
+                               log=replica.log)  # fmt: skip
+        assert replica.status(kept) == 200
+        assert replica.status(elsewhere) == 403
+    finally:
+        replica.kill()
+    kind = "PostgreSQL with Redis (poll 600 s)" if redis_url else "SQLite (poll 0.5 s)"
+    print(f"\n{kind} down at start, auth required: ready from the kept snapshot and token table "
+          f"in {start_s:.1f} s; a token revoked meanwhile refused {refused_s:.1f} s after the "
+          "database returned")  # fmt: skip
 
 
 def start_with_no_database(tmp_path: Path, snapshot: str | None) -> tuple[int, str]:
