@@ -30,15 +30,15 @@ from repository.sandbox import CheckLimits, SandboxUnavailableError, sandbox_dis
 from repository.services.events import event_record
 from repository.services.live import version_progress_publish
 from repository.services.revision import serving_revision_bump
+from repository.validation.check_runner import check_run, registry_files
 from repository.validation.effective import autocompleted_field_names, effective_config_text
 from repository.validation.golden_verdict import golden_verdicts
 from repository.validation.materialise import version_materialise
 from repository.validation.report import FAILED, StepFailed, StepRecorder
-from repository.validation.runner import CheckInput, CheckOutcome, run_check
+from repository.validation.runner import CheckInput
 
 logger = logging.getLogger(__name__)
 
-RUNNER_KUBERNETES = "kubernetes"
 # A version whose runs were abandoned this many times in a row fails with that reason rather than
 # take down yet another worker: re-validated or failed, never left validating.
 MAX_ABANDONED_RUNS = 3
@@ -209,10 +209,10 @@ def _run_check(
         version_dir=version_dir,
         config_file=config_file,
         golden_file=_write_golden_file(goldens, tmp / "golden.json"),
-        files=_registry_files(version, tmp, model_dir, version_dir),
+        files=registry_files(version, tmp, model_dir, version_dir),
     )
     try:
-        outcome = _check_run(check, recorder)
+        outcome = check_run(check, limits=CheckLimits.from_settings(), on_step=recorder.add)
     except SandboxUnavailableError as exc:
         recorder.add({"name": "sandbox", "status": FAILED, "message": exc.message})
         return Verdict(ok=False, error=f"sandbox: {exc.message}")
@@ -233,29 +233,6 @@ def _run_check(
         recorder.add({"name": "check", "status": FAILED, "message": reason, "duration_ms": 0})
         return Verdict(ok=False, error=reason)
     return _verify(version, report, golden, recorder)
-
-
-def _check_run(check: CheckInput, recorder: StepRecorder) -> CheckOutcome:
-    """The check in bubblewrap here, or in a Job of its own when the runner is kubernetes."""
-    limits = CheckLimits.from_settings()
-    if str(settings.PORTICO_VALIDATION_RUNNER).strip().lower() == RUNNER_KUBERNETES:
-        from repository.validation.check_job.launcher import run_check_job
-
-        return run_check_job(check, limits=limits, on_step=recorder.add)
-    return run_check(check, limits=limits, on_step=recorder.add)
-
-
-def _registry_files(
-    version: ModelVersion, root: Path, model_dir: Path, version_dir: Path
-) -> tuple[tuple[str, str], ...]:
-    """Each materialised file's path under ``root`` and the sha256 the registry holds for it."""
-    return tuple(
-        (
-            ((model_dir if f.model_level else version_dir) / f.path).relative_to(root).as_posix(),
-            f.blob_id,
-        )
-        for f in version.files.all()
-    )
 
 
 def _verify(

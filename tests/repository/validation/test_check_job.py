@@ -12,9 +12,13 @@ from typing import Any
 import pytest
 
 from repository import demo_models
-from repository.models import VersionState
+from repository.models import GoldenState, VersionState
 from repository.sandbox import CheckLimits
-from repository.services import model_version_create_from_upload, model_version_validate
+from repository.services import (
+    golden_request_record,
+    model_version_create_from_upload,
+    model_version_validate,
+)
 from repository.validation.check_job import launcher
 from repository.validation.check_job.manifest import check_job_manifest
 from tests.repository.archives import make_zip
@@ -69,7 +73,10 @@ def test_the_check_pod_is_bounded_in_time_memory_and_disk() -> None:
     sizes = {v["name"]: int(v["emptyDir"]["sizeLimit"]) for v in pod["volumes"]}
     assert sizes["scratch"] == 5 * 1024**2 + 1024**3  # the bundle plus the scratch limit
     assert int(limits["ephemeral-storage"]) >= sizes["scratch"] + sizes["tmp"]
-    assert container["command"][-2:] == ["--max-bundle-bytes", str(5 * 1024**2)]
+    command = container["command"]
+    assert command[command.index("--max-bundle-bytes") + 1] == str(5 * 1024**2)
+    # The per-process limits the bubblewrap runner sets, those that are set (0 = none).
+    assert [a for a in command if a.startswith("--rlimit")] == [f"--rlimit=as={4 * 1024**3}"]
 
 
 def test_the_check_pod_carries_the_label_the_deny_all_policy_selects() -> None:
@@ -116,23 +123,43 @@ def _upload_and_validate(user, model_dir: Path):  # type: ignore[no-untyped-def]
     return version
 
 
-@pytest.mark.django_db
-@pytest.mark.timeout(300)
-def test_a_version_validates_through_the_pods_protocol(  # type: ignore[no-untyped-def]
-    kubernetes_runner, deployer, model_repo: Path, tmp_path: Path, monkeypatch
-) -> None:
+@pytest.fixture
+def local_pods(tmp_path: Path, monkeypatch) -> list[int]:  # type: ignore[no-untyped-def]
+    """Each check pod the launcher would start is a local ``--bundle-stdin`` process instead;
+    the list gets each one's bundle size."""
     started: list[int] = []
 
     def local_pod(job_settings: Any, *, limits: CheckLimits, bundle_bytes: int) -> Any:
         started.append(bundle_bytes)
-        return LocalCheckProcess(tmp_path / "pod", max_bundle_bytes=bundle_bytes)
+        scratch = tmp_path / f"pod-{len(started)}"
+        return LocalCheckProcess(scratch, max_bundle_bytes=bundle_bytes)
 
     monkeypatch.setattr(launcher.CheckPod, "start", local_pod)
-    version = _upload_and_validate(deployer, demo_models.write_onnx_mlp(model_repo, name="mlp"))
+    return started
+
+
+@pytest.mark.django_db
+@pytest.mark.timeout(300)
+def test_a_version_validates_and_records_golden_through_the_pods_protocol(  # type: ignore[no-untyped-def]
+    kubernetes_runner, local_pods: list[int], deployer, model_repo: Path
+) -> None:
+    model_dir = demo_models.write_onnx_add_sub(model_repo, name="add", dtype="FP32", dims=(4,))
+    version = _upload_and_validate(deployer, model_dir)
     assert version.state == VersionState.READY, version.validation_error
     assert [s["name"] for s in version.validation_steps] == STEPS
     assert 'platform: "onnxruntime_onnx"' in version.config_text
-    assert len(started) == 1 and started[0] > 0
+    assert len(local_pods) == 1 and local_pods[0] > 0
+
+    inputs = [
+        {"name": "INPUT0", "datatype": "FP32", "shape": [1, 4], "data": [1, 2, 3, 4]},
+        {"name": "INPUT1", "datatype": "FP32", "shape": [1, 4], "data": [1, 1, 1, 1]},
+    ]
+    golden = golden_request_record(
+        model=version.model, name="g", inputs=inputs, version=version, sync=True
+    )
+    assert golden.state == GoldenState.RECORDED, golden.error
+    assert golden.expected_outputs["OUTPUT0"]["data"] == [2.0, 3.0, 4.0, 5.0]
+    assert len(local_pods) == 2
 
 
 @pytest.mark.django_db
