@@ -294,16 +294,21 @@ def _run_manifest(*, root: Path, manifest: dict[str, Path | None], emit: Any) ->
 
 
 def _bundle_main(args: argparse.Namespace) -> int:
-    from serving.check_bundle import bundle_main, private_stdout
+    from serving.check_bundle import bundle_main, parse_rlimit, private_stdout
 
     if args.scratch is None:
         raise SystemExit("serving.check: --bundle-stdin needs --scratch")
+    try:
+        rlimits = [parse_rlimit(text) for text in args.rlimit]
+    except ValueError as error:
+        raise SystemExit(f"serving.check: {error}") from None
     return bundle_main(
         sys.stdin.buffer,
         private_stdout(),
         scratch=args.scratch,
         max_bytes=args.max_bundle_bytes,
         run_check=_run_manifest,
+        rlimits=rlimits,
     )
 
 
@@ -318,6 +323,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bundle-stdin", action="store_true", help="read a bundle from stdin")
     parser.add_argument("--scratch", type=Path, help="where --bundle-stdin unpacks the bundle")
     parser.add_argument("--max-bundle-bytes", type=int, default=DEFAULT_MAX_BUNDLE_BYTES)
+    parser.add_argument(
+        "--rlimit", action="append", default=[], help="NAME=VALUE applied after unpacking"
+    )
     args = parser.parse_args(argv)
     if args.bundle_stdin:
         return _bundle_main(args)

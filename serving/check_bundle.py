@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import sys
 import tarfile
 from collections.abc import Callable
@@ -28,6 +29,15 @@ from repository.config.check_wire import (
 
 MAX_MEMBERS = 10_000
 CHUNK_BYTES = 1 << 20
+# ``--rlimit NAME=VALUE``: the bubblewrap runner's per-process limits, which a pod's cgroup does
+# not give (process counts are left to the pod's PID limit: RLIMIT_NPROC would count every process
+# of the same user on the node).
+RLIMITS = {
+    "as": resource.RLIMIT_AS,
+    "cpu": resource.RLIMIT_CPU,
+    "nofile": resource.RLIMIT_NOFILE,
+    "fsize": resource.RLIMIT_FSIZE,
+}
 
 
 class BundleRefused(Exception):
@@ -41,6 +51,7 @@ def bundle_main(
     scratch: Path,
     max_bytes: int,
     run_check: Callable[..., dict[str, Any]],
+    rlimits: list[tuple[int, int]] | None = None,
 ) -> int:
     """Read, unpack and check one bundle; 0 when every step passed, 1 otherwise, 2 when the input
     is not a bundle at all (no nonce to frame an answer with)."""
@@ -60,7 +71,12 @@ def bundle_main(
         root = scratch / "bundle"
         root.mkdir(parents=True)
         _unpack(_Exactly(stdin, size), root, max_bytes=max_bytes)
-        report = run_check(root=root, manifest=_manifest(root), emit=emit)
+        manifest = _manifest(root)
+        # NOTE: after unpacking: a model file may be larger than the file-size limit allows the
+        # model to write; from here on, everything runs under the limits.
+        for which, value in rlimits or []:
+            resource.setrlimit(which, (value, value))
+        report = run_check(root=root, manifest=manifest, emit=emit)
     except BundleRefused as refused:
         step = {"name": "bundle", "status": "failed", "message": str(refused), "duration_ms": 0}
         emit(step)
@@ -68,6 +84,14 @@ def bundle_main(
     out.write(frame(nonce, "report", report))
     out.flush()
     return 0 if report.get("ok") else 1
+
+
+def parse_rlimit(text: str) -> tuple[int, int]:
+    """``"nofile=4096"`` as ``(resource.RLIMIT_NOFILE, 4096)``; ValueError when it is not one."""
+    name, _, value = text.partition("=")
+    if name not in RLIMITS or not value.isdigit():
+        raise ValueError(f"--rlimit {text}: expected one of {sorted(RLIMITS)}=<number>")
+    return RLIMITS[name], int(value)
 
 
 def private_stdout() -> IO[bytes]:

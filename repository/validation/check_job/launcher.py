@@ -85,6 +85,7 @@ class CheckPod:
     def _wait_running(self, timeout_s: float) -> str:
         deadline = time.monotonic() + timeout_s
         selector = f"job-name={self._job}"
+        waiting = "not yet created"
         while time.monotonic() < deadline:
             pods = _api(
                 lambda: self._core.list_namespaced_pod(self._namespace, label_selector=selector)
@@ -98,10 +99,11 @@ class CheckPod:
                         f"the check pod {pod.metadata.name} ended before it was attached "
                         f"({pod.status.reason or phase})"
                     )
+                waiting = _waiting_reason(pod) or str(phase)
             time.sleep(POLL_S)
         raise SandboxUnavailableError(
             f"the check pod of job {self._job} did not start within {timeout_s:.0f} s "
-            "(image pull, scheduling or quota: see `kubectl describe job`)"
+            f"(last seen: {waiting}; see `kubectl describe job {self._job}`)"
         )
 
     def _attach(self) -> None:
@@ -171,6 +173,14 @@ class CheckPod:
                 self._namespace,
                 body=V1DeleteOptions(propagation_policy="Background", grace_period_seconds=0),
             )
+
+
+def _waiting_reason(pod: Any) -> str:
+    """Why a pending pod's container waits (ImagePullBackOff, …), if the kubelet said."""
+    for status in pod.status.container_statuses or []:
+        if status.state is not None and status.state.waiting is not None:
+            return str(status.state.waiting.reason or "")
+    return ""
 
 
 def _clients() -> tuple[Any, Any]:

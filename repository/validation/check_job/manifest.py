@@ -80,7 +80,7 @@ def check_job_manifest(
     # The unpacked bundle plus the scratch space the bubblewrap runner allows, per folder.
     scratch = bundle_bytes + tmp_bytes
     command = ["python", "-m", "serving.check", "--bundle-stdin", "--scratch", SCRATCH]
-    command += ["--max-bundle-bytes", str(bundle_bytes)]
+    command += ["--max-bundle-bytes", str(bundle_bytes), *_rlimits(limits)]
     container = {
         "name": CONTAINER,
         "image": image,
@@ -151,6 +151,17 @@ def check_job_manifest(
             "template": {"metadata": {"labels": dict(LABELS)}, "spec": pod},
         },
     }
+
+
+def _rlimits(limits: CheckLimits) -> list[str]:
+    """The per-process limits the bubblewrap runner sets (0 = none), for the check to set itself."""
+    wanted = {
+        "as": limits.memory_limit_bytes,
+        "cpu": limits.cpu_limit_s,
+        "nofile": limits.max_open_files,
+        "fsize": limits.max_file_bytes,
+    }
+    return [f"--rlimit={name}={value}" for name, value in wanted.items() if value > 0]
 
 
 def _empty_dir(name: str, size_bytes: int) -> dict[str, Any]:

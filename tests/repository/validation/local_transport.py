@@ -19,10 +19,18 @@ ROOT = Path(__file__).resolve().parents[3]
 
 
 class LocalCheckProcess:
-    def __init__(self, scratch: Path, *, max_bundle_bytes: int, argv: list[str] | None = None):
+    def __init__(
+        self,
+        scratch: Path,
+        *,
+        max_bundle_bytes: int,
+        argv: list[str] | None = None,
+        extra: tuple[str, ...] = (),
+    ) -> None:
         scratch.mkdir(parents=True, exist_ok=True)
         command = argv or [sys.executable, "-m", "serving.check", "--bundle-stdin"]
         command += ["--scratch", str(scratch), "--max-bundle-bytes", str(max_bundle_bytes)]
+        command += extra
         env = child_env(os.environ, home=str(scratch), extra={"PYTHONPATH": str(ROOT)})
         self.proc = subprocess.Popen(
             command,

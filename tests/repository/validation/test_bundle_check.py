@@ -104,6 +104,23 @@ def test_model_prints_and_forged_frames_do_not_become_the_report(tmp_path: Path)
     assert [s["name"] for s in steps][:2] == ["config", "load"]
 
 
+def test_per_process_limits_apply_to_the_model_and_not_to_unpacking(tmp_path: Path) -> None:
+    writer = (
+        "import os, tempfile\n"
+        "with open(os.path.join(tempfile.gettempdir(), 'big'), 'wb') as f:\n"
+        "    f.write(b'x' * 200_000)\n" + demo_models.PYTHON_ADD_SUB
+    )
+    model_dir = demo_models.write_python_model(
+        tmp_path / "input" / "repo", "writer", writer, demo_models.PYTHON_ADD_SUB_CONFIG
+    )
+    (model_dir / "1" / "weights.bin").write_bytes(b"w" * 300_000)  # over the limit, unpacked
+    check = _check_input(tmp_path, model_dir, None)
+    outcome, steps = _run(check, tmp_path, extra=("--rlimit=fsize=100000",))
+    assert outcome.report is not None and not outcome.report["ok"], outcome.stderr_tail
+    failed = [s for s in steps if s["status"] == "failed"]
+    assert failed and "File too large" in failed[0]["message"], steps
+
+
 def test_a_file_changed_after_it_left_the_blob_store_is_not_sent(tmp_path: Path) -> None:
     model_dir = demo_models.write_onnx_identity(tmp_path / "input" / "repo")
     check = _check_input(tmp_path, model_dir, None)
