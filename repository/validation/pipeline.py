@@ -30,7 +30,12 @@ from repository.sandbox import CheckLimits, SandboxUnavailableError, sandbox_dis
 from repository.services.events import event_record
 from repository.services.live import version_progress_publish
 from repository.services.revision import serving_revision_bump
-from repository.validation.check_runner import check_run, registry_files
+from repository.validation.check_runner import (
+    RUNNER_KUBERNETES,
+    check_run,
+    check_runner,
+    registry_files,
+)
 from repository.validation.effective import autocompleted_field_names, effective_config_text
 from repository.validation.golden_verdict import golden_verdicts
 from repository.validation.materialise import version_materialise
@@ -72,6 +77,9 @@ def validation_stale_after() -> timedelta:
     # A validating version whose run started longer ago than the limit plus this grace is taken
     # to be abandoned (its worker died) and is validated again.
     grace = float(settings.PORTICO_VALIDATION_STALE_GRACE_S)
+    if check_runner() == RUNNER_KUBERNETES:
+        # A check Job may wait this long for its pod (scheduling, image pull) before its limit runs.
+        grace += float(settings.PORTICO_VALIDATION_KUBERNETES_START_TIMEOUT_S)
     return timedelta(seconds=CheckLimits.from_settings().time_limit_s + grace)
 
 

@@ -171,3 +171,15 @@ def test_without_a_cluster_validation_fails_closed_with_the_reason(  # type: ign
     assert version.validation_error.startswith("sandbox:")
     # Without the client, or without in-cluster credentials: either way it says which.
     assert "kubernetes" in version.validation_error.lower()
+
+
+def test_a_run_waiting_for_its_pod_is_not_taken_for_abandoned(settings) -> None:  # type: ignore[no-untyped-def]
+    from repository.validation.pipeline import validation_stale_after
+
+    settings.PORTICO_VALIDATION_TIME_LIMIT_S = 100
+    settings.PORTICO_VALIDATION_STALE_GRACE_S = 10
+    settings.PORTICO_VALIDATION_KUBERNETES_START_TIMEOUT_S = 200
+    settings.PORTICO_VALIDATION_RUNNER = "bubblewrap"
+    assert validation_stale_after().total_seconds() == 110
+    settings.PORTICO_VALIDATION_RUNNER = "kubernetes"
+    assert validation_stale_after().total_seconds() == 310
