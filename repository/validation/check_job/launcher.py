@@ -135,18 +135,24 @@ class CheckPod:
             if not self._lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
                 break
             try:
-                self._socket.update(timeout=SOCKET_POLL_S)
-                # NOTE: timeout 0: the client's default (None) would wait for data forever.
-                out = self._socket.read_stdout(timeout=0)
-                err = self._socket.read_stderr(timeout=0)
-                open_ = self._socket.is_open()
+                out, err, still_open = self._poll()
             finally:
                 self._lock.release()
             if out or err:
                 return out, err
-            if not open_:
+            if not still_open:
                 return None
         return b"", b""
+
+    def _poll(self) -> tuple[bytes, bytes, bool]:
+        try:
+            self._socket.update(timeout=SOCKET_POLL_S)
+            # NOTE: timeout 0: the client's default (None) would wait for data forever.
+            out = self._socket.read_stdout(timeout=0)
+            err = self._socket.read_stderr(timeout=0)
+            return out, err, bool(self._socket.is_open())
+        except Exception:  # noqa: BLE001 - a broken connection ends the stream like a closed one
+            return b"", b"", False
 
     def returncode(self) -> int:
         """The container's exit code (137 when the kernel's OOM killer or a kill ended it)."""
@@ -214,6 +220,7 @@ def _own_image(core: Any, namespace: str) -> str:
 
 def _api(call: Callable[[], Any]) -> Any:
     from kubernetes.client.exceptions import ApiException
+    from websocket import WebSocketException
 
     try:
         return call()
@@ -221,3 +228,5 @@ def _api(call: Callable[[], Any]) -> Any:
         raise SandboxUnavailableError(
             f"the Kubernetes API refused: {error.status} {error.reason}"
         ) from None
+    except (OSError, WebSocketException) as error:
+        raise SandboxUnavailableError(f"the Kubernetes API could not be reached: {error}") from None
