@@ -8,6 +8,9 @@ config's ``model_warmup``, else a generated request of the declared shapes) and 
 requests.
 Each step is printed as one JSON line when it finishes, so a parent can stream progress; the full
 report is written to ``--report``. Exit status 0 when every step passed, 1 otherwise.
+
+``python -m serving.check --bundle-stdin --scratch DIR`` reads the version from stdin instead and
+answers on stdout in frames (``serving.check_bundle``): the form a check pod runs in.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from serving.errors import ServingError
 
 PASSED, FAILED, SKIPPED = "passed", "failed", "skipped"
 SKIP_PREFIX = "skipped:"  # a step returning "skipped:<why>" is reported as skipped
+DEFAULT_MAX_BUNDLE_BYTES = 8 * 1024**3
 
 
 class StepFailed(Exception):
@@ -256,25 +260,84 @@ def _undumpable() -> None:
         ctypes.CDLL(None).prctl(pr_set_dumpable, 0, 0, 0, 0)
 
 
+def run_check(
+    *,
+    model_dir: Path,
+    version_dir: Path,
+    config_file: Path | None,
+    golden_file: Path | None,
+    emit: Callable[[dict[str, Any]], None],
+) -> dict[str, Any]:
+    """Check one version folder; ``config_file`` replaces the folder's config.pbtxt when given."""
+    config_file = config_file or model_dir / "config.pbtxt"
+    config_text = config_file.read_text(encoding="utf-8") if config_file.is_file() else None
+    check = Check(
+        model_dir=model_dir.resolve(),
+        version_dir=version_dir.resolve(),
+        config_text=config_text,
+        golden=_read_golden(golden_file),
+        emit=emit,
+    )
+    return check.run()
+
+
+def _run_manifest(*, root: Path, manifest: dict[str, Path | None], emit: Any) -> dict[str, Any]:
+    model_dir, version_dir = manifest["model_dir"], manifest["version_dir"]
+    assert model_dir is not None and version_dir is not None
+    return run_check(
+        model_dir=model_dir,
+        version_dir=version_dir,
+        config_file=manifest["config"],
+        golden_file=manifest["golden"],
+        emit=emit,
+    )
+
+
+def _bundle_main(args: argparse.Namespace) -> int:
+    from serving.check_bundle import bundle_main, parse_rlimit, private_stdout
+
+    if args.scratch is None:
+        raise SystemExit("serving.check: --bundle-stdin needs --scratch")
+    try:
+        rlimits = [parse_rlimit(text) for text in args.rlimit]
+    except ValueError as error:
+        raise SystemExit(f"serving.check: {error}") from None
+    return bundle_main(
+        sys.stdin.buffer,
+        private_stdout(),
+        scratch=args.scratch,
+        max_bytes=args.max_bundle_bytes,
+        run_check=_run_manifest,
+        rlimits=rlimits,
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     _undumpable()
     parser = argparse.ArgumentParser(prog="python -m serving.check", description=__doc__)
-    parser.add_argument("--model-dir", type=Path, required=True)
-    parser.add_argument("--version-dir", type=Path, required=True)
+    parser.add_argument("--model-dir", type=Path)
+    parser.add_argument("--version-dir", type=Path)
     parser.add_argument("--config", type=Path, help="config.pbtxt to use instead of the folder's")
     parser.add_argument("--golden", type=Path, help="JSON list of golden requests")
-    parser.add_argument("--report", type=Path, required=True)
+    parser.add_argument("--report", type=Path)
+    parser.add_argument("--bundle-stdin", action="store_true", help="read a bundle from stdin")
+    parser.add_argument("--scratch", type=Path, help="where --bundle-stdin unpacks the bundle")
+    parser.add_argument("--max-bundle-bytes", type=int, default=DEFAULT_MAX_BUNDLE_BYTES)
+    parser.add_argument(
+        "--rlimit", action="append", default=[], help="NAME=VALUE applied after unpacking"
+    )
     args = parser.parse_args(argv)
-    config_file = args.config or args.model_dir / "config.pbtxt"
-    config_text = config_file.read_text(encoding="utf-8") if config_file.is_file() else None
-    check = Check(
-        model_dir=args.model_dir.resolve(),
-        version_dir=args.version_dir.resolve(),
-        config_text=config_text,
-        golden=_read_golden(args.golden),
+    if args.bundle_stdin:
+        return _bundle_main(args)
+    if args.model_dir is None or args.version_dir is None or args.report is None:
+        parser.error("--model-dir, --version-dir and --report are required")
+    report = run_check(
+        model_dir=args.model_dir,
+        version_dir=args.version_dir,
+        config_file=args.config,
+        golden_file=args.golden,
         emit=_emit,
     )
-    report = check.run()
     args.report.write_text(json.dumps(report, indent=1), encoding="utf-8")
     return 0 if report["ok"] else 1
 

@@ -277,6 +277,20 @@ PORTICO_VALIDATION_SANDBOX = env.str("PORTICO_VALIDATION_SANDBOX", default="bwra
 PORTICO_VALIDATION_BWRAP_PATH = env.str("PORTICO_VALIDATION_BWRAP_PATH", default="/usr/bin/bwrap")
 # Extra variable names copied into the check's otherwise allow-listed environment.
 PORTICO_VALIDATION_SANDBOX_PASS_ENV = env.list("PORTICO_VALIDATION_SANDBOX_PASS_ENV", default=[])
+# Where the check runs: "bubblewrap" (in the worker, the default) or "kubernetes" (each check its
+# own Job: no secrets, no token, no network; docs/deploy.md). Anything else means bubblewrap.
+PORTICO_VALIDATION_RUNNER = env.str("PORTICO_VALIDATION_RUNNER", default="bubblewrap")
+# The check Job's namespace ("" = the worker's own, from its pod) and image ("" = the worker's own
+# image, read from its pod, so the check always runs the worker's code).
+PORTICO_VALIDATION_KUBERNETES_NAMESPACE = env.str(
+    "PORTICO_VALIDATION_KUBERNETES_NAMESPACE", default=""
+)
+PORTICO_VALIDATION_KUBERNETES_IMAGE = env.str("PORTICO_VALIDATION_KUBERNETES_IMAGE", default="")
+PORTICO_VALIDATION_KUBERNETES_CPU = env.str("PORTICO_VALIDATION_KUBERNETES_CPU", default="2")
+# How long the check pod may take to be scheduled and pull its image, on top of the time limit.
+PORTICO_VALIDATION_KUBERNETES_START_TIMEOUT_S = env.int(
+    "PORTICO_VALIDATION_KUBERNETES_START_TIMEOUT_S", default=300
+)
 
 # Serving's HTTP API as the console reaches it (Try-it, and live stats when no replica heartbeats):
 # a load balancer's URL in a scaled-out stack; unset, the live replicas' advertised URLs are used.

@@ -10,7 +10,7 @@ from typing import Any
 
 from django.db import transaction
 
-from repository.errors import GoldenRequestError, InvalidStateError
+from repository.errors import BlobIntegrityError, GoldenRequestError, InvalidStateError
 from repository.models import Event, GoldenRequest, GoldenState, Model, ModelVersion, VersionState
 from repository.services.events import event_record
 
@@ -91,9 +91,10 @@ def golden_request_delete(*, golden: GoldenRequest, actor: Any) -> None:
 def golden_request_record_run(*, golden_id: int) -> GoldenRequest | None:
     """Run a recording golden request on its version in the check child and store its outputs."""
     from repository.sandbox import SandboxUnavailableError
+    from repository.validation.check_runner import check_run, registry_files
     from repository.validation.materialise import version_materialise
     from repository.validation.pipeline import golden_entry
-    from repository.validation.runner import CheckInput, CheckLimits, run_check
+    from repository.validation.runner import CheckInput, CheckLimits
 
     golden = (
         GoldenRequest.objects.select_related("recorded_from__model").filter(pk=golden_id).first()
@@ -108,12 +109,19 @@ def golden_request_record_run(*, golden_id: int) -> GoldenRequest | None:
         )
         golden_file = tmp / "golden.json"
         golden_file.write_text(json.dumps([golden_entry(golden, expected=False)]))
+        config_file = model_dir / "config.pbtxt"
         check = CheckInput(
-            input_dir=tmp, model_dir=model_dir, version_dir=version_dir, golden_file=golden_file
+            input_dir=tmp,
+            model_dir=model_dir,
+            version_dir=version_dir,
+            # NOTE: named, so that a check pod's bundle carries the config the worker wrote.
+            config_file=config_file if config_file.is_file() else None,
+            golden_file=golden_file,
+            files=registry_files(version, tmp, model_dir, version_dir),
         )
         try:
-            outcome = run_check(check, limits=CheckLimits.from_settings(), on_step=lambda s: None)
-        except SandboxUnavailableError as exc:
+            outcome = check_run(check, limits=CheckLimits.from_settings(), on_step=lambda s: None)
+        except (SandboxUnavailableError, BlobIntegrityError) as exc:
             return _record_failed(golden, exc.message)
     result = _golden_result(outcome.report, golden.pk)
     if result is not None and result.get("outputs"):

@@ -30,11 +30,17 @@ from repository.sandbox import CheckLimits, SandboxUnavailableError, sandbox_dis
 from repository.services.events import event_record
 from repository.services.live import version_progress_publish
 from repository.services.revision import serving_revision_bump
+from repository.validation.check_runner import (
+    RUNNER_KUBERNETES,
+    check_run,
+    check_runner,
+    registry_files,
+)
 from repository.validation.effective import autocompleted_field_names, effective_config_text
 from repository.validation.golden_verdict import golden_verdicts
 from repository.validation.materialise import version_materialise
 from repository.validation.report import FAILED, StepFailed, StepRecorder
-from repository.validation.runner import CheckInput, run_check
+from repository.validation.runner import CheckInput
 
 logger = logging.getLogger(__name__)
 
@@ -71,6 +77,9 @@ def validation_stale_after() -> timedelta:
     # A validating version whose run started longer ago than the limit plus this grace is taken
     # to be abandoned (its worker died) and is validated again.
     grace = float(settings.PORTICO_VALIDATION_STALE_GRACE_S)
+    if check_runner() == RUNNER_KUBERNETES:
+        # A check Job may wait this long for its pod (scheduling, image pull) before its limit runs.
+        grace += float(settings.PORTICO_VALIDATION_KUBERNETES_START_TIMEOUT_S)
     return timedelta(seconds=CheckLimits.from_settings().time_limit_s + grace)
 
 
@@ -208,12 +217,16 @@ def _run_check(
         version_dir=version_dir,
         config_file=config_file,
         golden_file=_write_golden_file(goldens, tmp / "golden.json"),
+        files=registry_files(version, tmp, model_dir, version_dir),
     )
     try:
-        outcome = run_check(check, limits=CheckLimits.from_settings(), on_step=recorder.add)
+        outcome = check_run(check, limits=CheckLimits.from_settings(), on_step=recorder.add)
     except SandboxUnavailableError as exc:
         recorder.add({"name": "sandbox", "status": FAILED, "message": exc.message})
         return Verdict(ok=False, error=f"sandbox: {exc.message}")
+    except BlobIntegrityError as exc:
+        recorder.add({"name": "bundle", "status": FAILED, "message": exc.message})
+        return Verdict(ok=False, error=exc.message)
     report = outcome.report
     if report is None:
         reason = outcome.failure_reason()

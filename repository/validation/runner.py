@@ -52,13 +52,16 @@ __all__ = ["CheckInput", "CheckLimits", "CheckOutcome", "check_command", "run_ch
 @dataclasses.dataclass(frozen=True)
 class CheckInput:
     """The host folder holding one version's copy and the files the check reads, all under
-    ``input_dir`` (the only host folder the sandbox sees, read-only)."""
+    ``input_dir`` (the only host folder the sandbox sees, read-only). ``files`` lists the
+    version's files as (path under ``input_dir``, registry sha256): a check pod's bundle is packed
+    from them and re-hashed."""
 
     input_dir: Path
     model_dir: Path
     version_dir: Path
     config_file: Path | None = None
     golden_file: Path | None = None
+    files: tuple[tuple[str, str], ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)

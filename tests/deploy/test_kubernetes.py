@@ -15,6 +15,8 @@ from typing import Any
 import pytest
 import yaml
 
+from repository.sandbox import CheckLimits
+from repository.validation.check_job.manifest import check_job_manifest
 from serving.settings import ServingSettings
 
 pytestmark = pytest.mark.embedded
@@ -97,7 +99,8 @@ def test_every_container_has_requests_limits_and_a_locked_down_context(overlay: 
         assert container["resources"]["requests"]["cpu"], name
         assert container["resources"]["limits"]["memory"], name
         assert pod["securityContext"]["runAsNonRoot"] is True, name
-        assert pod["automountServiceAccountToken"] is False, name
+        # Only the worker holds a token: it creates the validation check Jobs.
+        assert pod["automountServiceAccountToken"] is (name == "portico-worker"), name
         assert container["securityContext"]["allowPrivilegeEscalation"] is False, name
         assert container["securityContext"]["capabilities"]["drop"] == ["ALL"], name
 
@@ -234,12 +237,117 @@ def test_console_is_behind_tls_and_a_migrate_job_runs_migrations(overlay: tuple)
     assert _container(job)["command"][-2:] == ["migrate", "--noinput"]
 
 
+def _with_component(tmp_path: Path, component: str) -> list[dict[str, Any]]:
+    # kustomize takes only relative paths to other kustomizations.
+    rel = os.path.relpath(KUBERNETES, tmp_path)
+    (tmp_path / "kustomization.yaml").write_text(
+        f"resources: [{rel}/overlays/cpu]\ncomponents: [{rel}/components/{component}]\n"
+    )
+    return _render(tmp_path)
+
+
 @needs_kubectl
-def test_worker_seccomp_profile_denies_kernel_level_calls() -> None:
+def test_bubblewrap_component_runs_checks_in_the_worker_with_no_api_rights(tmp_path: Path) -> None:
     profile = json.loads((KUBERNETES / "seccomp" / "portico-worker.json").read_text())
     denied = set(profile["syscalls"][0]["names"])
     assert {"kexec_load", "init_module", "bpf", "ptrace", "keyctl"} <= denied
-    worker = _render(KUBERNETES / "overlays" / "cpu")
-    pod = _one(worker, "Deployment", "portico-worker")["spec"]["template"]["spec"]
-    assert pod["hostUsers"] is False
+    docs = _with_component(tmp_path, "bubblewrap-validation")
+    worker = _one(docs, "Deployment", "portico-worker")
+    pod = worker["spec"]["template"]["spec"]
+    assert pod["hostUsers"] is False and pod["automountServiceAccountToken"] is False
     assert pod["securityContext"]["seccompProfile"]["localhostProfile"] == "portico-worker.json"
+    assert _env(_container(worker))["PORTICO_VALIDATION_RUNNER"] == "bubblewrap"
+    assert not [d for d in docs if d["kind"] in ("Role", "RoleBinding", "ClusterRoleBinding")]
+
+
+def _env(container: dict[str, Any]) -> dict[str, Any]:
+    return {e["name"]: e.get("value") for e in container.get("env", [])}
+
+
+def _check_job() -> dict[str, Any]:
+    limits = CheckLimits(time_limit_s=300, memory_limit_bytes=8 * 1024**3, scratch_bytes=1024**3)
+    return check_job_manifest(
+        name="portico-check-0123456789ab",
+        namespace="portico",
+        image="portico:latest",
+        cpu="2",
+        start_timeout_s=300,
+        limits=limits,
+        bundle_bytes=1024**2,
+    )
+
+
+def _selects(selector: dict[str, Any], labels: dict[str, str]) -> bool:
+    """Kubernetes label-selector semantics (matchLabels and matchExpressions)."""
+    if any(labels.get(k) != v for k, v in selector.get("matchLabels", {}).items()):
+        return False
+    for expression in selector.get("matchExpressions", []):
+        key, op, values = expression["key"], expression["operator"], expression.get("values", [])
+        ok = {
+            "In": key in labels and labels[key] in values,
+            "NotIn": key not in labels or labels[key] not in values,
+            "Exists": key in labels,
+            "DoesNotExist": key not in labels,
+        }[op]
+        if not ok:
+            return False
+    return True
+
+
+def test_validation_check_pods_are_denied_every_connection_in_and_out(overlay: tuple) -> None:
+    _, docs = overlay
+    labels = _check_job()["spec"]["template"]["metadata"]["labels"]
+    policies = [d for d in docs if d["kind"] == "NetworkPolicy"]
+    selecting = [p for p in policies if _selects(p["spec"]["podSelector"], labels)]
+    assert {p["metadata"]["name"] for p in selecting} == {"default-deny", "validation-check"}
+    for policy in selecting:  # policies only add: none of these may allow anything, DNS included
+        assert policy["spec"]["policyTypes"] == ["Ingress", "Egress"]
+        assert not policy["spec"].get("ingress") and not policy["spec"].get("egress")
+    # Every other workload still resolves names.
+    dns = _one(docs, "NetworkPolicy", "allow-dns")["spec"]["podSelector"]
+    for workload in (d for d in docs if d["kind"] in ("Deployment", "Job")):
+        assert _selects(dns, workload["spec"]["template"]["metadata"]["labels"])
+
+
+def test_worker_may_run_check_jobs_and_nothing_else(overlay: tuple) -> None:
+    _, docs = overlay
+    assert not [d for d in docs if d["kind"] in ("ClusterRole", "ClusterRoleBinding")]
+    (role,) = [d for d in docs if d["kind"] == "Role"]
+    granted = {
+        (group, resource, verb)
+        for rule in role["rules"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+    }
+    assert granted == {
+        ("batch", "jobs", "create"), ("batch", "jobs", "get"), ("batch", "jobs", "delete"),
+        ("", "pods", "get"), ("", "pods", "list"),
+        ("", "pods/attach", "get"), ("", "pods/attach", "create"),
+    }  # fmt: skip
+    (binding,) = [d for d in docs if d["kind"] == "RoleBinding"]
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "portico-worker", "namespace": "portico"}
+    ]
+    worker = _container(_one(docs, "Deployment", "portico-worker"))
+    assert _env(worker)["PORTICO_VALIDATION_RUNNER"] == "kubernetes"
+    api_ports = {p["port"] for r in _one(docs, "NetworkPolicy", "worker")["spec"]["egress"]
+                 for p in r["ports"]}  # fmt: skip
+    assert {443, 6443} <= api_ports
+
+
+def test_check_jobs_run_as_an_account_with_no_token_and_no_role(overlay: tuple) -> None:
+    _, docs = overlay
+    pod = _check_job()["spec"]["template"]["spec"]
+    account = _one(docs, "ServiceAccount", pod["serviceAccountName"])
+    assert account["automountServiceAccountToken"] is False
+    assert pod["automountServiceAccountToken"] is False
+    bound = {s["name"] for d in docs if d["kind"] == "RoleBinding" for s in d["subjects"]}
+    assert pod["serviceAccountName"] not in bound
+    rendered = json.dumps(_check_job())
+    assert "secret" not in rendered.lower() and "envFrom" not in rendered
+    (container,) = pod["containers"]
+    context = container["securityContext"]
+    assert context["readOnlyRootFilesystem"] is True and context["runAsNonRoot"] is True
+    assert container["resources"]["limits"]["memory"] and container["resources"]["limits"]["cpu"]
