@@ -146,6 +146,7 @@ class RelayConnection(asyncio.Protocol):
         self._out: list[bytes] = []
         self._tasks: dict[int, tuple[asyncio.Task[None], RelayContext]] = {}
         self._streams: dict[int, asyncio.Queue[bytes | None]] = {}
+        self.calls_started = 0  # calls this front-end relayed (how the load spread)
 
     def connection_made(self, transport: Any) -> None:
         self._transport = transport
@@ -159,6 +160,10 @@ class RelayConnection(asyncio.Protocol):
             context.cancel()
             task.cancel()
         self._on_lost()
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._tasks)
 
     def close(self) -> None:
         if self._transport is not None:
@@ -189,6 +194,7 @@ class RelayConnection(asyncio.Protocol):
     ) -> None:
         method, metadata, peer, timeout_s = wire.decode_header(header)
         context = RelayContext(metadata, peer, timeout_s)
+        self.calls_started += 1
         task = asyncio.get_running_loop().create_task(
             self._run(call, method, context, stream, body)
         )
