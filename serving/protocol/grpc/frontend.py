@@ -42,7 +42,9 @@ class Relay(asyncio.Protocol):
     def __init__(self, lost: asyncio.Event) -> None:
         self._transport: asyncio.Transport | None = None
         self._out: list[bytes] = []
-        self._calls: dict[int, asyncio.Queue[tuple[int, bytes]]] = {}
+        self._calls: dict[int, asyncio.Queue[tuple[int, bytes]]] = {}  # streams
+        self._unary: dict[int, asyncio.Future[tuple[bytes, bytes]]] = {}  # (body, status)
+        self._bodies: dict[int, bytes] = {}
         self._ids = itertools.count(1)
         self._reader = wire.FrameReader(self._on_frame)
         self._lost = lost
@@ -54,12 +56,22 @@ class Relay(asyncio.Protocol):
         self._transport = None
         for queue in self._calls.values():  # every open call ends UNAVAILABLE
             queue.put_nowait((wire.STATUS, b""))
+        for waiter in self._unary.values():
+            if not waiter.done():
+                waiter.set_result((b"", b""))
         self._lost.set()
 
     def data_received(self, data: bytes) -> None:
         self._reader.feed(data)
 
     def _on_frame(self, call: int, kind: int, payload: bytes) -> None:
+        waiter = self._unary.get(call)
+        if waiter is not None:
+            if kind == wire.MESSAGE:
+                self._bodies[call] = payload
+            elif kind == wire.STATUS and not waiter.done():
+                waiter.set_result((self._bodies.pop(call, b""), payload))
+            return
         queue = self._calls.get(call)
         if queue is not None:  # a call cancelled meanwhile has no queue: its answer is dropped
             queue.put_nowait((kind, payload))
@@ -80,8 +92,18 @@ class Relay(asyncio.Protocol):
         self._calls[call] = queue
         return call, queue
 
+    def open_unary(self) -> tuple[int, asyncio.Future[tuple[bytes, bytes]]]:
+        call = next(self._ids)
+        waiter: asyncio.Future[tuple[bytes, bytes]] = asyncio.get_running_loop().create_future()
+        self._unary[call] = waiter
+        if self._transport is None:
+            waiter.set_result((b"", b""))
+        return call, waiter
+
     def close(self, call: int) -> None:
         self._calls.pop(call, None)
+        self._unary.pop(call, None)
+        self._bodies.pop(call, None)
 
     @property
     def connected(self) -> bool:
@@ -122,18 +144,13 @@ class RelayHandler(grpc.GenericRpcHandler):  # type: ignore[misc]
             return grpc.stream_stream_rpc_method_handler(stream)
 
         async def unary(request: bytes, context: Any) -> bytes:
-            call, queue = relay.open()
+            call, waiter = relay.open_unary()
             try:
                 header = _header(details, context)
                 relay.send(wire.frame(call, wire.UNARY, wire.unary_payload(header, request)))
-                body = b""
-                while True:
-                    kind, payload = await queue.get()
-                    if kind == wire.MESSAGE:
-                        body = payload
-                    elif kind == wire.STATUS:
-                        await _finish(context, payload)
-                        return body
+                body, status = await waiter
+                await _finish(context, status)
+                return body
             except asyncio.CancelledError:
                 if relay.connected:
                     relay.send(wire.frame(call, wire.CANCEL))

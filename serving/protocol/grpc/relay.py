@@ -109,20 +109,20 @@ class Dispatcher:
         collector = _Collector()
         register(collector)
         self._generic = collector.handlers
-        self._interceptors = tuple(interceptors)
+        continuation = self._lookup
+        for interceptor in reversed(tuple(interceptors)):
+            continuation = _chained(interceptor, continuation)
+        self._continuation = continuation
 
     async def handler(self, details: CallDetails) -> grpc.RpcMethodHandler | None:
-        async def lookup(details: Any) -> grpc.RpcMethodHandler | None:
-            for generic in self._generic:
-                found = generic.service(details)
-                if found is not None:
-                    return found
-            return None
+        return await self._continuation(details)  # type: ignore[no-any-return]
 
-        continuation = lookup
-        for interceptor in reversed(self._interceptors):
-            continuation = _chained(interceptor, continuation)
-        return await continuation(details)
+    async def _lookup(self, details: Any) -> grpc.RpcMethodHandler | None:
+        for generic in self._generic:
+            found = generic.service(details)
+            if found is not None:
+                return found
+        return None
 
 
 def _chained(interceptor: Any, continuation: Any) -> Any:
