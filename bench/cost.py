@@ -1,10 +1,11 @@
 """Server CPU per request and the batches it formed: this tree beside another, alternating.
 
-`python -m bench cost [--baseline DIR] [--rounds N] [--grpc-workers 1,2]` serves the MLP 256→1024→1024→16 and the
-identity model (dynamic batching, max batch 32, delay 0, as the peers comparison configures them)
-from this tree and, when given, from a second tree (e.g. `git worktree add ../before main`), and
-drives each at concurrency 32 over HTTP and gRPC. Beside them it drives the transport floor
-(`bench/transport_floor.py`: an echo model on the same uvicorn and grpc.aio stacks).
+`python -m bench cost [--baseline DIR] [--rounds N] [--grpc-workers 1,2]` serves the MLP
+256→1024→1024→16 and the identity model (dynamic batching, max batch 32, delay 0, as the peers
+comparison configures them) from this tree and, when given, from a second tree (e.g. `git worktree
+add ../before main`), and drives each at concurrency 32 over HTTP and gRPC. Beside them it drives
+the transport floor (`bench/transport_floor.py`: an echo model on the same uvicorn and grpc.aio
+stacks).
 
 For each point it reports the server's CPU per request (its process tree's CPU time over the run
 divided by the requests its statistics counted, so perf_analyzer's warm-up and retries are counted
@@ -148,7 +149,8 @@ def main(argv: list[str] | None = None) -> None:
         for label in labels
         for model in MODELS
         for protocol in ("http", "grpc")
-        if (label != "floor" or model == "identity") and (label not in workers or protocol == "grpc")
+        if (label != "floor" or model == "identity")
+        and (label not in workers or protocol == "grpc")
     ]
     found: dict[tuple[str, str, str], list[dict[str, float]]] = {p: [] for p in points}
     loads = []

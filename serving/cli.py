@@ -95,8 +95,8 @@ TLS_KEYS = ("grpc_use_ssl", "grpc_use_ssl_mutual", "grpc_server_cert", "grpc_ser
 
 def settings_from_args(options: dict[str, Any]) -> ServingSettings:
     keys = ("model_repository", "model_control_mode", "repository_poll_s", "model_config_name",
-            "auto_complete_config", "host", "http_port",
-            "grpc_port", "grpc_workers", "metrics_port", "strict_readiness", "exit_on_error", "max_request_bytes",
+            "auto_complete_config", "host", "http_port", "grpc_port", "grpc_workers",
+            "metrics_port", "strict_readiness", "exit_on_error", "max_request_bytes",
             "exit_timeout_s", "drain_grace_s", "server_id", "cache_dir", "max_in_flight_requests",
             "on_demand_max_versions", "on_demand_idle_s")  # fmt: skip
     overrides: dict[str, Any] = {key: options.get(key) for key in (*keys, *TLS_KEYS)}

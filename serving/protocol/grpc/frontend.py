@@ -32,6 +32,7 @@ logger = logging.getLogger("serving.grpc.frontend")
 STREAM_METHODS = frozenset(
     ("/inference.GRPCInferenceService/ModelStreamInfer", "/grpc.health.v1.Health/Watch")
 )
+MAX_CACHED_METHODS = 64
 _STATUS = {code.value[0]: code for code in grpc.StatusCode}
 
 
@@ -110,9 +111,9 @@ class Relay(asyncio.Protocol):
         return self._transport is not None
 
 
-def _header(details: grpc.HandlerCallDetails, context: Any) -> bytes:
+def _header(method: str, context: Any) -> bytes:
     metadata = tuple((m.key, m.value) for m in context.invocation_metadata() or ())
-    return wire.encode_header(details.method, metadata, context.peer(), context.time_remaining())
+    return wire.encode_header(method, metadata, context.peer(), context.time_remaining())
 
 
 async def _finish(context: Any, payload: bytes) -> None:
@@ -134,11 +135,21 @@ class RelayHandler(grpc.GenericRpcHandler):  # type: ignore[misc]
         self._handlers: dict[str, grpc.RpcMethodHandler] = {}
 
     def service(self, details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler:
+        # NOTE: grpc asks on every call; one handler per method serves them all (a bounded
+        # number: a client chooses method names, the server answers unknown ones).
+        handler = self._handlers.get(details.method)
+        if handler is None:
+            handler = self._relaying(details.method)
+            if len(self._handlers) < MAX_CACHED_METHODS:
+                self._handlers[details.method] = handler
+        return handler
+
+    def _relaying(self, method: str) -> grpc.RpcMethodHandler:
         relay = self.relay
-        if details.method in STREAM_METHODS:
+        if method in STREAM_METHODS:
 
             async def stream(requests: AsyncIterator[bytes], context: Any) -> AsyncIterator[bytes]:
-                async for answer in _relay_stream(relay, details, requests, context):
+                async for answer in _relay_stream(relay, method, requests, context):
                     yield answer
 
             return grpc.stream_stream_rpc_method_handler(stream)
@@ -146,7 +157,7 @@ class RelayHandler(grpc.GenericRpcHandler):  # type: ignore[misc]
         async def unary(request: bytes, context: Any) -> bytes:
             call, waiter = relay.open_unary()
             try:
-                header = _header(details, context)
+                header = _header(method, context)
                 relay.send(wire.frame(call, wire.UNARY, wire.unary_payload(header, request)))
                 body, status = await waiter
                 await _finish(context, status)
@@ -162,10 +173,10 @@ class RelayHandler(grpc.GenericRpcHandler):  # type: ignore[misc]
 
 
 async def _relay_stream(
-    relay: Relay, details: grpc.HandlerCallDetails, requests: AsyncIterator[bytes], context: Any
+    relay: Relay, method: str, requests: AsyncIterator[bytes], context: Any
 ) -> AsyncIterator[bytes]:
     call, queue = relay.open()
-    relay.send(wire.frame(call, wire.OPEN, _header(details, context)))
+    relay.send(wire.frame(call, wire.OPEN, _header(method, context)))
 
     async def pump() -> None:
         async for message in requests:
@@ -224,7 +235,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--max-message-bytes", type=int, required=True)
     parser.add_argument("--grace-s", type=float, default=30.0)
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     uvloop.run(serve(args.fd, args.address, args.max_message_bytes, args.grace_s))
 
 

@@ -23,6 +23,11 @@ from serving.protocol.grpc import relay_wire as wire
 logger = logging.getLogger("serving.grpc")
 
 _REFUSED = object()  # a request that did not decode; its status is already sent
+INTERNAL = grpc.StatusCode.INTERNAL.value[0]
+DECODE_FAILED = "Exception deserializing request!"  # grpc's own words
+
+
+_OK = wire.encode_status(grpc.StatusCode.OK.value[0], "", ())  # the same for every call
 
 
 class Metadatum(NamedTuple):
@@ -30,20 +35,29 @@ class Metadatum(NamedTuple):
     value: str | bytes
 
 
-class CallDetails(NamedTuple):
-    """What ``grpc.HandlerCallDetails`` carries, for the edge interceptor."""
+class CallDetails:
+    """What ``grpc.HandlerCallDetails`` carries, for the edge interceptor (the metadata only
+    built when it looks)."""
 
-    method: str
-    invocation_metadata: tuple[Metadatum, ...]
+    __slots__ = ("method", "_context")
+
+    def __init__(self, method: str, context: RelayContext) -> None:
+        self.method, self._context = method, context
+
+    @property
+    def invocation_metadata(self) -> tuple[Metadatum, ...]:
+        return self._context.invocation_metadata()
 
 
 class RelayContext:
     """The part of ``grpc.aio.ServicerContext`` the servicers and the edge use, for one call."""
 
-    __slots__ = ("_metadata", "_peer", "_deadline", "_cancelled", "code", "details", "trailing")
+    __slots__ = ("_raw_metadata", "_metadata", "_peer", "_deadline", "_cancelled", "code",
+                 "details", "trailing")  # fmt: skip
 
     def __init__(self, metadata: wire.Metadata, peer: str, timeout_s: float | None) -> None:
-        self._metadata = tuple(Metadatum(key, value) for key, value in metadata)
+        self._raw_metadata = metadata
+        self._metadata: tuple[Metadatum, ...] | None = None  # built when first asked for
         self._peer = peer
         self._deadline = None if timeout_s is None else time.monotonic() + timeout_s
         self._cancelled = False
@@ -52,6 +66,8 @@ class RelayContext:
         self.trailing: tuple[tuple[str, Any], ...] = ()
 
     def invocation_metadata(self) -> tuple[Metadatum, ...]:
+        if self._metadata is None:
+            self._metadata = tuple(Metadatum(key, value) for key, value in self._raw_metadata)
         return self._metadata
 
     def peer(self) -> str:
@@ -103,9 +119,7 @@ class _Collector:
 class Dispatcher:
     """Finds a method's handler the way grpc.aio does: through the interceptor, if any."""
 
-    def __init__(
-        self, register: Callable[[Any], None], interceptors: Sequence[Any] = ()
-    ) -> None:
+    def __init__(self, register: Callable[[Any], None], interceptors: Sequence[Any] = ()) -> None:
         collector = _Collector()
         register(collector)
         self._generic = collector.handlers
@@ -201,7 +215,7 @@ class RelayConnection(asyncio.Protocol):
         self._tasks[call] = (task, context)
 
     def _refuse(self, call: int) -> None:
-        self._status(call, grpc.StatusCode.INTERNAL.value[0], "Exception deserializing request!")
+        self._status(call, INTERNAL, DECODE_FAILED)
         running = self._tasks.get(call)
         if running is not None:
             running[0].cancel()  # its own answer, if any, would come after this one
@@ -228,11 +242,12 @@ class RelayConnection(asyncio.Protocol):
         body: Any,
     ) -> None:
         try:
-            handler = await self._dispatcher.handler(
-                CallDetails(method, context.invocation_metadata())
-            )
+            handler = await self._dispatcher.handler(CallDetails(method, context))
             if handler is None:
                 self._status(call, grpc.StatusCode.UNIMPLEMENTED.value[0], "Method not found!")
+                return
+            if stream is None and handler.unary_unary is not None:  # nearly every call
+                await self._answer_unary(call, handler, context, body)
                 return
             requests = _requests(handler, stream, body, lambda: self._refuse(call))
             await self._answer(call, handler, context, requests)
@@ -250,6 +265,25 @@ class RelayConnection(asyncio.Protocol):
         finally:
             self._tasks.pop(call, None)
             self._streams.pop(call, None)
+
+    async def _answer_unary(
+        self, call: int, handler: grpc.RpcMethodHandler, context: RelayContext, body: Any
+    ) -> None:
+        try:
+            request = (handler.request_deserializer or bytes)(body)
+        except Exception:  # noqa: BLE001 - a malformed message is the client's error
+            self._status(call, INTERNAL, DECODE_FAILED)
+            return
+        result = handler.unary_unary(request, context)
+        if inspect.isawaitable(result):
+            result = await result
+        answer = (handler.response_serializer or bytes)(result)
+        if context.code is None and not context.trailing:
+            self._send(wire.frame(call, wire.MESSAGE, answer) + wire.frame(call, wire.STATUS, _OK))
+        else:
+            self._send(wire.frame(call, wire.MESSAGE, answer))
+            code = context.code or grpc.StatusCode.OK
+            self._status(call, code.value[0], context.details, context.trailing)
 
     async def _answer(
         self,

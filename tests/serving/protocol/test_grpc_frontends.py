@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import grpc
 import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
@@ -135,7 +136,9 @@ def test_a_frontend_killed_mid_call_fails_that_call_and_comes_back(server: Servi
     def slow_call() -> None:
         with grpcclient.InferenceServerClient(server.grpc_url) as client:
             try:
-                client.infer("sleep", [fp32_input(unbatched)], parameters={"execute_delay_ms": 3000})
+                client.infer(
+                    "sleep", [fp32_input(unbatched)], parameters={"execute_delay_ms": 3000}
+                )
             except InferenceServerException as exc:
                 failures.append(exc)
 
@@ -166,6 +169,19 @@ def test_a_cancelled_stream_ends_its_relayed_call(server: ServingProcess) -> Non
     wait_until(lambda: not any(f.connection.in_flight for f in frontends(server)))
 
 
+def test_unknown_methods_and_undecodable_messages_get_grpc_answers(server: ServingProcess) -> None:
+    with grpc.insecure_channel(server.grpc_url) as channel:
+        for method, body, code in (
+            ("/inference.GRPCInferenceService/Nope", b"", grpc.StatusCode.UNIMPLEMENTED),
+            ("/inference.GRPCInferenceService/ModelInfer", b"\xff\xff", grpc.StatusCode.INTERNAL),
+        ):
+            with pytest.raises(grpc.RpcError) as info:
+                channel.unary_unary(method)(body)
+            assert info.value.code() == code
+    with grpcclient.InferenceServerClient(server.grpc_url) as client:
+        assert client.is_model_ready("identity")
+
+
 @pytest.fixture(scope="module")
 def large_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServingProcess]:
     repo: Path = tmp_path_factory.mktemp("large")
@@ -175,7 +191,9 @@ def large_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServingPr
         yield process
 
 
-def test_messages_past_4_mib_cross_the_relay_and_the_cap_holds(large_server: ServingProcess) -> None:
+def test_messages_past_4_mib_cross_the_relay_and_the_cap_holds(
+    large_server: ServingProcess,
+) -> None:
     with grpcclient.InferenceServerClient(large_server.grpc_url) as client:
         x = np.random.default_rng(1).random((1, 1_500_000), dtype=np.float32)  # 6 MB
         result = client.infer("identity", [fp32_input(x)])
@@ -246,6 +264,7 @@ def _alive(pid: int) -> bool:
 def test_front_ends_refuse_grpc_tls_with_a_clear_message(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="gRPC over TLS is served in-process only"):
         ServingSettings(model_repository=tmp_path, grpc_workers=2, grpc_use_ssl=True,
-                        grpc_server_cert=tmp_path / "c", grpc_server_key=tmp_path / "k")  # fmt: skip
+                        grpc_server_cert=tmp_path / "c",
+                        grpc_server_key=tmp_path / "k")  # fmt: skip
     with pytest.raises(ValueError, match="--grpc-workers: must not be negative"):
         ServingSettings(model_repository=tmp_path, grpc_workers=-1)
