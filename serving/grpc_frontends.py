@@ -22,6 +22,8 @@ import subprocess
 import sys
 import time
 from collections import deque
+from collections.abc import Coroutine
+from typing import Any
 
 from serving.backends.python import launch
 from serving.protocol.grpc.relay import Dispatcher, RelayConnection
@@ -155,8 +157,8 @@ class FrontendPool:
         pids = ", ".join(str(f.process.pid) for f in self.frontends if f.process is not None)
         logger.info("gRPC front-ends listening on %s (pids %s)", self.address, pids)
 
-    def spawn(self, coroutine: object) -> None:
-        task = asyncio.ensure_future(coroutine)  # type: ignore[arg-type]
+    def spawn(self, coroutine: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.ensure_future(coroutine)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 

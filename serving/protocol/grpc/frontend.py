@@ -42,7 +42,8 @@ class Relay(asyncio.Protocol):
 
     def __init__(self, lost: asyncio.Event) -> None:
         self._transport: asyncio.Transport | None = None
-        self._out: list[bytes] = []
+        self._writer = wire.FrameWriter()
+        self.send = self._writer.send
         self._calls: dict[int, asyncio.Queue[tuple[int, bytes]]] = {}  # streams
         self._unary: dict[int, asyncio.Future[tuple[bytes, bytes]]] = {}  # (body, status)
         self._bodies: dict[int, bytes] = {}
@@ -51,10 +52,10 @@ class Relay(asyncio.Protocol):
         self._lost = lost
 
     def connection_made(self, transport: Any) -> None:
-        self._transport = transport
+        self._transport = self._writer.transport = transport
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._transport = None
+        self._transport = self._writer.transport = None
         for queue in self._calls.values():  # every open call ends UNAVAILABLE
             queue.put_nowait((wire.STATUS, b""))
         for waiter in self._unary.values():
@@ -76,16 +77,6 @@ class Relay(asyncio.Protocol):
         queue = self._calls.get(call)
         if queue is not None:  # a call cancelled meanwhile has no queue: its answer is dropped
             queue.put_nowait((kind, payload))
-
-    def send(self, data: bytes) -> None:
-        if not self._out:
-            asyncio.get_running_loop().call_soon(self._flush)
-        self._out.append(data)
-
-    def _flush(self) -> None:
-        out, self._out = self._out, []
-        if self._transport is not None:
-            self._transport.write(b"".join(out))
 
     def open(self) -> tuple[int, asyncio.Queue[tuple[int, bytes]]]:
         call = next(self._ids)

@@ -129,7 +129,7 @@ class Dispatcher:
         self._continuation = continuation
 
     async def handler(self, details: CallDetails) -> grpc.RpcMethodHandler | None:
-        return await self._continuation(details)  # type: ignore[no-any-return]
+        return await self._continuation(details)
 
     async def _lookup(self, details: Any) -> grpc.RpcMethodHandler | None:
         for generic in self._generic:
@@ -157,19 +157,20 @@ class RelayConnection(asyncio.Protocol):
         self._on_ready, self._on_lost = on_ready, on_lost
         self._reader = wire.FrameReader(self._on_frame)
         self._transport: asyncio.Transport | None = None
-        self._out: list[bytes] = []
+        self._writer = wire.FrameWriter()
+        self._send = self._writer.send
         self._tasks: dict[int, tuple[asyncio.Task[None], RelayContext]] = {}
         self._streams: dict[int, asyncio.Queue[bytes | None]] = {}
         self.calls_started = 0  # calls this front-end relayed (how the load spread)
 
     def connection_made(self, transport: Any) -> None:
-        self._transport = transport
+        self._transport = self._writer.transport = transport
 
     def data_received(self, data: bytes) -> None:
         self._reader.feed(data)
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._transport = None
+        self._transport = self._writer.transport = None
         for task, context in list(self._tasks.values()):
             context.cancel()
             task.cancel()
@@ -219,16 +220,6 @@ class RelayConnection(asyncio.Protocol):
         running = self._tasks.get(call)
         if running is not None:
             running[0].cancel()  # its own answer, if any, would come after this one
-
-    def _send(self, data: bytes) -> None:
-        if not self._out:
-            asyncio.get_running_loop().call_soon(self._flush)
-        self._out.append(data)
-
-    def _flush(self) -> None:
-        out, self._out = self._out, []
-        if self._transport is not None:
-            self._transport.write(b"".join(out))
 
     def _status(self, call: int, code: int, details: str, trailing: Sequence[Any] = ()) -> None:
         self._send(wire.frame(call, wire.STATUS, wire.encode_status(code, details, trailing)))

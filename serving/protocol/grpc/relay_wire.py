@@ -13,6 +13,7 @@ this code base, and a client's bytes only ever become str/bytes values inside th
 
 from __future__ import annotations
 
+import asyncio
 import marshal
 import struct
 from collections.abc import Callable, Sequence
@@ -83,3 +84,22 @@ class FrameReader:
                 start = end
         if start:
             del buffer[:start]
+
+
+class FrameWriter:
+    """Frames sent during one loop turn leave in one write, so the other end reads them in one
+    wake-up."""
+
+    def __init__(self) -> None:
+        self.transport: asyncio.Transport | None = None
+        self._out: list[bytes] = []
+
+    def send(self, data: bytes) -> None:
+        if not self._out:
+            asyncio.get_running_loop().call_soon(self._flush)
+        self._out.append(data)
+
+    def _flush(self) -> None:
+        out, self._out = self._out, []
+        if self.transport is not None:
+            self.transport.write(b"".join(out))
