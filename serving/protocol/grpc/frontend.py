@@ -45,6 +45,7 @@ class Relay(asyncio.Protocol):
         self._writer = wire.FrameWriter()
         self.send = self._writer.send
         self._calls: dict[int, asyncio.Queue[tuple[int, bytes]]] = {}  # streams
+        self._credits: dict[int, asyncio.Semaphore] = {}  # requests a stream may still send
         self._unary: dict[int, asyncio.Future[tuple[bytes, bytes]]] = {}  # (body, status)
         self._bodies: dict[int, bytes] = {}
         self._ids = itertools.count(1)
@@ -74,6 +75,11 @@ class Relay(asyncio.Protocol):
             elif kind == wire.STATUS and not waiter.done():
                 waiter.set_result((self._bodies.pop(call, b""), payload))
             return
+        if kind == wire.CREDIT:
+            credits = self._credits.get(call)
+            if credits is not None:
+                credits.release()
+            return
         queue = self._calls.get(call)
         if queue is not None:  # a call cancelled meanwhile has no queue: its answer is dropped
             queue.put_nowait((kind, payload))
@@ -82,7 +88,11 @@ class Relay(asyncio.Protocol):
         call = next(self._ids)
         queue: asyncio.Queue[tuple[int, bytes]] = asyncio.Queue()
         self._calls[call] = queue
+        self._credits[call] = asyncio.Semaphore(wire.STREAM_WINDOW)
         return call, queue
+
+    def credits(self, call: int) -> asyncio.Semaphore:
+        return self._credits[call]
 
     def open_unary(self) -> tuple[int, asyncio.Future[tuple[bytes, bytes]]]:
         call = next(self._ids)
@@ -94,6 +104,7 @@ class Relay(asyncio.Protocol):
 
     def close(self, call: int) -> None:
         self._calls.pop(call, None)
+        self._credits.pop(call, None)
         self._unary.pop(call, None)
         self._bodies.pop(call, None)
 
@@ -167,10 +178,12 @@ async def _relay_stream(
     relay: Relay, method: str, requests: AsyncIterator[bytes], context: Any
 ) -> AsyncIterator[bytes]:
     call, queue = relay.open()
+    credits = relay.credits(call)
     relay.send(wire.frame(call, wire.OPEN, _header(method, context)))
 
     async def pump() -> None:
         async for message in requests:
+            await credits.acquire()  # NOTE: meanwhile the client's messages wait in gRPC
             relay.send(wire.frame(call, wire.MESSAGE, message))
         relay.send(wire.frame(call, wire.END))
 

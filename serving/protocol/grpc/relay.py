@@ -221,6 +221,9 @@ class RelayConnection(asyncio.Protocol):
         if running is not None:
             running[0].cancel()  # its own answer, if any, would come after this one
 
+    def _credit(self, call: int) -> None:
+        self._send(wire.frame(call, wire.CREDIT))
+
     def _status(self, call: int, code: int, details: str, trailing: Sequence[Any] = ()) -> None:
         self._send(wire.frame(call, wire.STATUS, wire.encode_status(code, details, trailing)))
 
@@ -240,7 +243,9 @@ class RelayConnection(asyncio.Protocol):
             if stream is None and handler.unary_unary is not None:  # nearly every call
                 await self._answer_unary(call, handler, context, body)
                 return
-            requests = _requests(handler, stream, body, lambda: self._refuse(call))
+            requests = _requests(
+                handler, stream, body, lambda: self._refuse(call), lambda: self._credit(call)
+            )
             await self._answer(call, handler, context, requests)
         except asyncio.CancelledError:
             return  # the client went away: nobody is left to answer
@@ -310,6 +315,7 @@ async def _requests(
     stream: asyncio.Queue[bytes | None] | None,
     body: Any,
     refuse: Callable[[], None],
+    took: Callable[[], None],
 ) -> AsyncIterator[Any]:
     """The call's request messages, decoded as the handler's codec says; a message that does not
     decode ends the call as grpc does (INTERNAL), through ``refuse``."""
@@ -320,6 +326,8 @@ async def _requests(
             stream.put_nowait(None)
         elif (data := await stream.get()) is None:
             return
+        else:
+            took()  # the front-end may send one more
         try:
             message = decode(data)
         except Exception:  # noqa: BLE001 - a malformed message is the client's error

@@ -5,7 +5,10 @@ the calls a front-end has in flight, so many share the socket at once. Front-end
 ``UNARY`` (a unary call: its header and its one request message), ``OPEN`` (a stream's header),
 ``MESSAGE`` (one streamed request), ``END`` (the client finished sending), ``CANCEL`` (the client
 went away). Server to front-end: ``MESSAGE`` (one response message) and ``STATUS`` (the call's
-end: code, details, trailing metadata). ``READY`` (call 0) tells the server a front-end listens.
+end: code, details, trailing metadata) and ``CREDIT`` (the servicer took one streamed request: a
+stream has at most ``STREAM_WINDOW`` requests sent and not yet taken, so a client that floods a
+stream is held back by gRPC's flow control, as in-process). ``READY`` (call 0) tells the server a
+front-end listens.
 
 Headers and statuses are ``marshal``-encoded tuples of str, bytes, int and float: both ends are
 this code base, and a client's bytes only ever become str/bytes values inside them.
@@ -22,7 +25,8 @@ from typing import Any
 HEAD = struct.Struct("<IQB")
 MAX_PAYLOAD = 2**32 - 1
 
-UNARY, OPEN, MESSAGE, END, CANCEL, STATUS, READY = range(1, 8)
+UNARY, OPEN, MESSAGE, END, CANCEL, STATUS, READY, CREDIT = range(1, 9)
+STREAM_WINDOW = 64
 
 Metadata = tuple[tuple[str, str | bytes], ...]
 

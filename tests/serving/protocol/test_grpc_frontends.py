@@ -5,6 +5,7 @@ mid-call, large messages, and SIGTERM stopping them with the server."""
 from __future__ import annotations
 
 import os
+import queue
 import signal
 import threading
 import time
@@ -157,6 +158,22 @@ def test_a_frontend_killed_mid_call_fails_that_call_and_comes_back(server: Servi
             result = client.infer("identity", [fp32_input(x)])
             np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), x)
     assert server.server is not None and server.server.live
+
+
+def test_a_stream_longer_than_the_relay_window_is_answered_in_full(server: ServingProcess) -> None:
+    from serving.protocol.grpc.relay_wire import STREAM_WINDOW
+
+    answers: queue.Queue[Any] = queue.Queue()
+    count = 3 * STREAM_WINDOW + 5  # the window refills as the servicer takes requests
+    x = np.ones((1, 3), dtype=np.float32)
+    with grpcclient.InferenceServerClient(server.grpc_url) as client:
+        client.start_stream(callback=lambda result, error: answers.put((result, error)))
+        for index in range(count):
+            client.async_stream_infer("identity", [fp32_input(x * index)], request_id=str(index))
+        received = [answers.get(timeout=60) for _ in range(count)]
+        client.stop_stream()
+    assert all(error is None for _, error in received)
+    assert {result.get_response().id for result, _ in received} == {str(i) for i in range(count)}
 
 
 def test_a_cancelled_stream_ends_its_relayed_call(server: ServingProcess) -> None:
