@@ -20,7 +20,7 @@ import logging
 import signal
 import socket
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import grpc
 import uvicorn
@@ -40,6 +40,9 @@ from serving.protocol.restricted import HTTP_FLAG, parse_restrictions
 from serving.protocol.tls import grpc_server_credentials, uvicorn_tls
 from serving.settings import PORT_DISABLED, ServingSettings
 from serving.sources import ModelSource
+
+if TYPE_CHECKING:
+    from serving.grpc_frontends import FrontendPool
 
 logger = logging.getLogger("serving")
 
@@ -109,13 +112,17 @@ async def run_server(
         await server.shutdown()
         raise StartupError("failed to load all models: " + "; ".join(errors))
     ports = BoundPorts()
-    http_server = grpc_server = metrics_server = None
+    http_server = metrics_server = None
+    grpc_server: grpc.aio.Server | FrontendPool | None = None
     http_task = metrics_task = None
     in_flight = InFlightLimit(settings.max_in_flight_requests)
     server.opening = True
     try:
+        if settings.grpc_workers:  # ready only once the front-ends listen: they start first
+            grpc_server = await _start_grpc_frontends(settings, server, ports, in_flight, guard)
         http_server, http_task = await _start_http(settings, server, ports, in_flight, guard)
-        grpc_server = await _start_grpc(settings, server, ports, in_flight, guard)
+        if not settings.grpc_workers:
+            grpc_server = await _start_grpc(settings, server, ports, in_flight, guard)
         metrics_server, metrics_task = await _start_metrics(settings, server, ports, guard)
     except BaseException:
         await _stop_transports(settings, http_server, http_task, grpc_server)
@@ -285,6 +292,39 @@ async def _start_grpc(
     return grpc_server
 
 
+async def _start_grpc_frontends(
+    settings: ServingSettings,
+    server: InferenceServer,
+    ports: BoundPorts,
+    in_flight: InFlightLimit,
+    guard: AccessGuard | None,
+) -> FrontendPool | None:
+    """``--grpc-workers N``: N front-end processes relaying to this one (``grpc_frontends``)."""
+    if settings.grpc_port == PORT_DISABLED:
+        return None
+    from serving.grpc_frontends import FrontendPool
+    from serving.protocol.grpc.relay import Dispatcher
+    from serving.protocol.grpc.service import edge_interceptors, register_services
+
+    guarded = None
+    if guard is not None:
+        from serving.access.grpc import GuardedServicer
+
+        guarded = functools.partial(GuardedServicer, guard=guard)
+    limit = in_flight if in_flight.limit else None
+    dispatcher = Dispatcher(
+        lambda target: register_services(target, server, guarded),
+        edge_interceptors(server, limit),
+    )
+    pool = FrontendPool(
+        settings.grpc_workers, settings.host, settings.grpc_port, dispatcher,
+        max_message_bytes=settings.max_request_bytes, grace_s=settings.exit_timeout_s,
+    )  # fmt: skip
+    ports.grpc = pool.port
+    await pool.start()
+    return pool
+
+
 def _grpc_address(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
@@ -313,12 +353,14 @@ async def _stop_transports(
     settings: ServingSettings,
     http_server: uvicorn.Server | None,
     http_task: asyncio.Task[None] | None,
-    grpc_server: grpc.aio.Server | None,
+    grpc_server: grpc.aio.Server | FrontendPool | None,
 ) -> None:
     waits = [asyncio.ensure_future(_stop_uvicorn(http_server, http_task,
                                                  timeout_s=settings.exit_timeout_s))]  # fmt: skip
-    if grpc_server is not None:
+    if isinstance(grpc_server, grpc.aio.Server):
         waits.append(asyncio.ensure_future(grpc_server.stop(grace=settings.exit_timeout_s)))
+    elif grpc_server is not None:
+        waits.append(asyncio.ensure_future(grpc_server.stop(grace_s=settings.exit_timeout_s)))
     await asyncio.wait(waits)
 
 

@@ -39,6 +39,7 @@ class ServingSettings:
     host: str = ""
     http_port: int = 8000
     grpc_port: int = 8001
+    grpc_workers: int = 0  # gRPC front-end processes relaying to this one; 0: gRPC in-process
     metrics_port: int = 8002
     strict_readiness: bool = True
     exit_on_error: bool = True
@@ -116,6 +117,7 @@ class ServingSettings:
             problems.append("--drain-grace-secs: must not be negative")
         if self.max_in_flight_requests < 0:
             problems.append("--max-in-flight-requests: must not be negative")
+        problems.extend(self._grpc_worker_problems())
         if self.on_demand_max_versions < 0:
             problems.append("--on-demand-max-versions: must not be negative")
         if self.on_demand_idle_s <= 0:
@@ -124,6 +126,19 @@ class ServingSettings:
         problems.extend(self._tls_problems())
         problems += self._auth_problems()
         return problems
+
+    def _grpc_worker_problems(self) -> list[str]:
+        if self.grpc_workers < 0:
+            return ["--grpc-workers: must not be negative"]
+        if self.grpc_workers and self.grpc_tls:
+            # NOTE: a front-end would need the private key, and front-ends hold no secrets.
+            return [
+                "--grpc-workers: gRPC over TLS is served in-process only; terminate TLS in a "
+                "proxy in front, or use --grpc-workers 0"
+            ]
+        if self.grpc_workers and self.max_request_bytes >= 2**32 - 2**16:
+            return ["--grpc-workers: --http-max-input-size must be under 4 GiB"]
+        return []
 
     def _tls_problems(self) -> list[str]:
         problems: list[str] = []
@@ -246,6 +261,7 @@ _ENV_FIELDS: dict[str, tuple[str, type]] = {
     "SERVING_HOST": ("host", str),
     "SERVING_HTTP_PORT": ("http_port", int),
     "SERVING_GRPC_PORT": ("grpc_port", int),
+    "SERVING_GRPC_WORKERS": ("grpc_workers", int),
     "SERVING_METRICS_PORT": ("metrics_port", int),
     "SERVING_STRICT_READINESS": ("strict_readiness", bool),
     "SERVING_EXIT_ON_ERROR": ("exit_on_error", bool),

@@ -262,22 +262,34 @@ def create_grpc_server(
     the edge interceptor (restricted protocols, the in-flight cap). ``guard`` wraps the inference
     servicer (the token check, after the edge), never the health service.
     """
-    from serving.protocol.restricted import GRPC_FLAG, GRPC_HEADER_PREFIX, parse_restrictions
-
-    restrictions = parse_restrictions(
-        server.settings.grpc_restricted_protocols, flag=GRPC_FLAG, header_prefix=GRPC_HEADER_PREFIX
-    )
-    interceptors = [EdgeInterceptor(restrictions, in_flight)] if restrictions or in_flight else []
     grpc_server = grpc.aio.server(
-        interceptors=interceptors,
+        interceptors=edge_interceptors(server, in_flight),
         options=[
             ("grpc.max_send_message_length", max_message_bytes),
             ("grpc.max_receive_message_length", max_message_bytes),
         ],
     )
+    register_services(grpc_server, server, guard)
+    return grpc_server
+
+
+def edge_interceptors(server: InferenceServer, in_flight: InFlightLimit | None) -> list[Any]:
+    """The edge interceptor every RPC passes first, when there is anything for it to do."""
+    from serving.protocol.restricted import GRPC_FLAG, GRPC_HEADER_PREFIX, parse_restrictions
+
+    restrictions = parse_restrictions(
+        server.settings.grpc_restricted_protocols, flag=GRPC_FLAG, header_prefix=GRPC_HEADER_PREFIX
+    )
+    return [EdgeInterceptor(restrictions, in_flight)] if restrictions or in_flight else []
+
+
+def register_services(
+    target: Any, server: InferenceServer, guard: Callable[[Any], Any] | None
+) -> None:
+    """Register the inference service (behind ``guard``) and the health service on ``target``:
+    a grpc server, or the relay's collector of handlers."""
     servicer = InferenceService(server)
     service_pb2_grpc.add_GRPCInferenceServiceServicer_to_server(
-        servicer if guard is None else guard(servicer), grpc_server
+        servicer if guard is None else guard(servicer), target
     )
-    health_pb2_grpc.add_HealthServicer_to_server(HealthService(server), grpc_server)
-    return grpc_server
+    health_pb2_grpc.add_HealthServicer_to_server(HealthService(server), target)

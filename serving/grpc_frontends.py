@@ -1,0 +1,194 @@
+"""``serve --grpc-workers N``: N gRPC front-end processes on the gRPC port, one serving process.
+
+Each front-end (``serving.protocol.grpc.frontend``) listens on the gRPC port with
+``SO_REUSEPORT`` and relays raw call bytes over its own Unix socket pair; this process runs every
+call (``serving.protocol.grpc.relay``), so statistics, metrics, the registry source and the
+access table stay one per replica. The port is held here by a bound, never listening socket, so
+a front-end that restarts gets the same port back. Front-ends start contained like model
+processes (``launch``: allow-listed environment, no secrets, death with the server), are
+restarted when one dies (at most ``MAX_RESTARTS`` within ``RESTART_WINDOW_S``, then its slot
+stays empty and an error says so), and get SIGTERM on shutdown, then SIGKILL past the drain.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections import deque
+from collections.abc import Coroutine
+from typing import Any
+
+from serving.backends.python import launch
+from serving.protocol.grpc.relay import Dispatcher, RelayConnection
+
+logger = logging.getLogger("serving.grpc")
+
+READY_TIMEOUT_S = 60.0
+MAX_RESTARTS = 5
+RESTART_WINDOW_S = 60.0
+
+
+class FrontendStartError(RuntimeError):
+    """A front-end did not listen in time (or exited before it did)."""
+
+
+class Frontend:
+    """One front-end slot: its process, its socket, its restarts."""
+
+    def __init__(self, pool: FrontendPool, index: int) -> None:
+        self.pool, self.index = pool, index
+        self.process: subprocess.Popen[bytes] | None = None
+        self.connection: RelayConnection | None = None
+        self.ready = asyncio.Event()
+        self.gone = asyncio.Event()
+        self.restarts: deque[float] = deque()
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.ready, self.gone = asyncio.Event(), asyncio.Event()
+        try:
+            command = [
+                sys.executable, "-m", "serving.protocol.grpc.frontend",
+                "--fd", str(theirs.fileno()), "--address", self.pool.address,
+                "--max-message-bytes", str(self.pool.max_message_bytes),
+                "--grace-s", str(self.pool.grace_s),
+            ]  # fmt: skip
+            self.process = await loop.run_in_executor(
+                None, lambda: launch.launch(command, pass_fds=(theirs.fileno(),))
+            )
+        finally:
+            theirs.close()
+        connection = RelayConnection(self.pool.dispatcher, self.ready.set, self._lost)
+        self.connection = connection
+        await loop.create_unix_connection(lambda: connection, sock=ours)
+        await self._wait_ready()
+
+    async def _wait_ready(self) -> None:
+        ready = asyncio.ensure_future(self.ready.wait())
+        gone = asyncio.ensure_future(self.gone.wait())
+        await asyncio.wait([ready, gone], timeout=READY_TIMEOUT_S, return_when="FIRST_COMPLETED")
+        ready.cancel()
+        gone.cancel()
+        if not self.ready.is_set():
+            self.kill()
+            raise FrontendStartError(
+                f"gRPC front-end {self.index} did not listen on {self.pool.address} "
+                f"within {READY_TIMEOUT_S:.0f} s"
+            )
+
+    def _lost(self) -> None:
+        self.gone.set()
+        if self.ready.is_set() and not self.pool.stopping:
+            self.pool.spawn(self._restart())
+
+    async def _restart(self) -> None:
+        code = await self._reap(timeout_s=5.0)
+        now = time.monotonic()
+        while self.restarts and now - self.restarts[0] > RESTART_WINDOW_S:
+            self.restarts.popleft()
+        if len(self.restarts) >= MAX_RESTARTS:
+            logger.error(
+                "gRPC front-end %d %s; not restarted: %d restarts within %.0f s",
+                self.index, code, MAX_RESTARTS, RESTART_WINDOW_S,
+            )  # fmt: skip
+            return
+        self.restarts.append(now)
+        logger.warning("gRPC front-end %d %s; restarting it", self.index, code)
+        try:
+            await self.start()
+        except (FrontendStartError, OSError) as exc:
+            logger.error("gRPC front-end %d could not restart: %s", self.index, exc)
+
+    async def _reap(self, timeout_s: float) -> str:
+        """Wait for the process to end (SIGKILL past ``timeout_s``); how it ended."""
+        process = self.process
+        if process is None:
+            return "exited"
+        loop = asyncio.get_running_loop()
+        try:
+            code = await asyncio.wait_for(loop.run_in_executor(None, process.wait), timeout_s)
+        except TimeoutError:
+            self.kill()
+            code = await loop.run_in_executor(None, process.wait)
+        return launch.exit_description(code)
+
+    def terminate(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.process.pid, signal.SIGTERM)
+
+    def kill(self) -> None:
+        if self.process is not None:
+            launch.kill(self.process)
+        if self.connection is not None:
+            self.connection.close()
+
+
+class FrontendPool:
+    """The N front-ends of one serving process and the port they share."""
+
+    def __init__(
+        self, count: int, host: str, port: int, dispatcher: Dispatcher, *,
+        max_message_bytes: int, grace_s: float,
+    ) -> None:  # fmt: skip
+        self.dispatcher = dispatcher
+        self.max_message_bytes, self.grace_s = max_message_bytes, grace_s
+        self.stopping = False
+        self._reservation = _reserve(host, port)
+        self.port = int(self._reservation.getsockname()[1])
+        self.address = f"[{host}]:{self.port}" if ":" in host else f"{host}:{self.port}"
+        self.frontends = [Frontend(self, index) for index in range(count)]
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    async def start(self) -> None:
+        try:
+            await asyncio.gather(*(frontend.start() for frontend in self.frontends))
+        except BaseException:
+            await self.stop(grace_s=0.0)
+            raise
+        pids = ", ".join(str(f.process.pid) for f in self.frontends if f.process is not None)
+        logger.info("gRPC front-ends listening on %s (pids %s)", self.address, pids)
+
+    def spawn(self, coroutine: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.ensure_future(coroutine)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def stop(self, grace_s: float) -> None:
+        """SIGTERM: each stops accepting and finishes its calls; SIGKILL past ``grace_s``."""
+        self.stopping = True
+        for task in list(self._tasks):
+            task.cancel()
+        for frontend in self.frontends:
+            frontend.terminate()
+        await asyncio.gather(
+            *(frontend._reap(timeout_s=grace_s + 1.0) for frontend in self.frontends),
+            return_exceptions=True,
+        )
+        for frontend in self.frontends:
+            if frontend.connection is not None:
+                frontend.connection.close()
+        self._reservation.close()
+
+
+def _reserve(host: str, port: int) -> socket.socket:
+    """Bind (never listen on) the gRPC port with SO_REUSEPORT: the front-ends join it, and it
+    stays this replica's while one restarts."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        sock.bind((host, port))
+    except OSError:
+        sock.close()
+        raise
+    return sock
