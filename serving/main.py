@@ -57,6 +57,8 @@ class BoundPorts:
     http: int | None = None
     grpc: int | None = None
     metrics: int | None = None
+    # The processes behind the gRPC port under --grpc-workers (None when gRPC runs in-process).
+    grpc_frontends: FrontendPool | None = None
 
 
 class StartupError(RuntimeError):
@@ -320,7 +322,7 @@ async def _start_grpc_frontends(
         settings.grpc_workers, settings.host, settings.grpc_port, dispatcher,
         max_message_bytes=settings.max_request_bytes, grace_s=settings.exit_timeout_s,
     )  # fmt: skip
-    ports.grpc = pool.port
+    ports.grpc, ports.grpc_frontends = pool.port, pool
     await pool.start()
     return pool
 

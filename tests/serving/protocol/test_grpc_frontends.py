@@ -53,16 +53,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServingProcess]
 
 
 def frontends(server: ServingProcess) -> list[Any]:
-    return server.call(_frontends(server))  # type: ignore[no-any-return]
-
-
-async def _frontends(server: ServingProcess) -> list[Any]:
-    import gc
-
-    from serving.grpc_frontends import FrontendPool
-
-    pools = [p for p in gc.get_objects() if isinstance(p, FrontendPool) and not p.stopping]
-    return [f for pool in pools if pool.port == server.ports.grpc for f in pool.frontends]
+    pool = server.ports.grpc_frontends
+    assert pool is not None
+    return list(pool.frontends)
 
 
 def wait_until(predicate: Any, deadline_s: float = 60.0) -> None:
