@@ -50,7 +50,7 @@ pytestmark = [
     pytest.mark.embedded,
     pytest.mark.skipif(
         NGINX is None,
-        reason="no nginx binary (`make install` unpacks Debian's nginx into the venv; any nginx >= 1.22)",
+        reason="no nginx binary (`make install` unpacks Debian's nginx into the venv)",
     ),
 ]
 
