@@ -19,7 +19,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from repository.models import GoldenRequest, GoldenState, ModelVersion
+from repository.models import GoldenRequest, GoldenState, ModelVersion, SampleInput
 from repository.tuning.inputs import request_bodies
 from repository.tuning.launcher import PrivateServer, private_server
 from repository.tuning.loadgen import Shape, Target
@@ -44,8 +44,9 @@ class Workbench:
         version: ModelVersion = job.version
         self.model, self.number = version.model.name, version.number
         self.model_dir, _ = version_materialise(version, root, config_text=version.config_text)
+        candidates, kind = _candidates(job)
         self.bodies, self.inputs_source = request_bodies(
-            config_text=version.config_text, candidates=_candidates(job)
+            config_text=version.config_text, candidates=candidates, kind=kind
         )
 
     def serve(self, config_text: str) -> Any:
@@ -125,11 +126,16 @@ def job_execute(job: Job, work: Callable[[Workbench], None]) -> Job:
     return job
 
 
-def _candidates(job: Job) -> list[list[dict[str, Any]]]:
+def _candidates(job: Job) -> tuple[list[list[dict[str, Any]]], str]:
+    """The inputs to send and what they are: the job's own, else the version's uploaded sample
+    inputs, else the model's recorded golden requests."""
     given = (job.parameters or {}).get("inputs")
     if given:
-        return [given]
+        return [given], "request(s) given with the job"
+    uploaded = SampleInput.objects.filter(version=job.version).order_by("pk")
+    if uploaded.exists():
+        return [sample.inputs for sample in uploaded], "uploaded sample input(s)"
     goldens = GoldenRequest.objects.filter(
         model_id=job.version.model_id, state=GoldenState.RECORDED
     )
-    return [g.inputs for g in goldens.order_by("pk")]
+    return [g.inputs for g in goldens.order_by("pk")], "recorded request(s)"
