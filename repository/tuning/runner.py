@@ -19,10 +19,12 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from repository.config.parse import parse_config_text
 from repository.models import GoldenRequest, GoldenState, ModelVersion, SampleInput
 from repository.tuning.inputs import request_bodies
 from repository.tuning.launcher import PrivateServer, private_server
 from repository.tuning.loadgen import Shape, Target
+from repository.tuning.loadgen_perf_analyzer import PerfAnalyzer, perf_analyzer_binary
 from repository.tuning.measure import RunResult, measure
 from repository.tuning.models import TERMINAL_JOB_STATES, Job, JobState
 from repository.tuning.services import STALE_AFTER, job_finish
@@ -48,6 +50,7 @@ class Workbench:
         self.bodies, self.inputs_source = request_bodies(
             config_text=version.config_text, candidates=candidates, kind=kind
         )
+        self.perf_analyzer = _perf_analyzer(self.bodies, version.config_text, root)
 
     def serve(self, config_text: str) -> Any:
         (self.model_dir / CONFIG_NAME).write_text(config_text, encoding="utf-8")
@@ -63,7 +66,13 @@ class Workbench:
         )
         return self.watched(
             lambda: measure(
-                server, target, shape, model=self.model, version=self.number, stop=self.stop
+                server,
+                target,
+                shape,
+                model=self.model,
+                version=self.number,
+                stop=self.stop,
+                perf_analyzer=self.perf_analyzer,
             )
         )
 
@@ -124,6 +133,16 @@ def job_execute(job: Job, work: Callable[[Workbench], None]) -> Job:
     else:
         job_finish(job=job, state=JobState.SUCCEEDED, message="done")
     return job
+
+
+def _perf_analyzer(bodies: list[bytes], config_text: str, root: Path) -> PerfAnalyzer | None:
+    """perf_analyzer when one is configured or on PATH (its numbers do not carry the built-in
+    client's CPU cost on the server's cores); None keeps the built-in client."""
+    binary = perf_analyzer_binary(settings.PORTICO_PERF_ANALYZER)
+    if binary is None:
+        return None
+    batched = parse_config_text(config_text).max_batch_size > 0
+    return PerfAnalyzer.prepare(binary, bodies, batched=batched, folder=root)
 
 
 def _candidates(job: Job) -> tuple[list[list[dict[str, Any]]], str]:
