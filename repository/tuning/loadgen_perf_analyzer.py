@@ -272,7 +272,7 @@ def _wait(process: subprocess.Popen[bytes], stop: threading.Event, limit_s: floa
 
 def _kill(process: subprocess.Popen[bytes]) -> None:
     if process.poll() is None:
-        # Its own session: the wrapper script some installs use goes with it.
+        # Its own process group: a wrapper script that some installs use goes with it.
         with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGKILL)
         process.wait()

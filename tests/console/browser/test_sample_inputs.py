@@ -54,7 +54,7 @@ def test_sample_inputs_in_the_browser(console_only, session_factory, tmp_path) -
     page.wait_for_selector("#sample-input-table tr[data-sample]")
     row = page.inner_text("#sample-input-table tbody")
     assert "two.json" in row and "INPUT0 FP32[2, 4]" in row and "dana" in row
-    session.shot("sample-inputs", docs="sample-inputs")
+    session.shot("sample-inputs")
 
     page.click("#sample-input-table tr[data-sample] button:has-text('Delete')")
     page.wait_for_selector(".message.success")
