@@ -256,6 +256,12 @@ SPECTACULAR_SETTINGS = {
     "SERVE_INCLUDE_SCHEMA": False,
 }
 
+# Load tests and tunings send their load with this perf_analyzer (else one on PATH, else the
+# built-in Python client, whose own CPU use on a small machine lowers what it measures).
+PORTICO_PERF_ANALYZER = env.str("PORTICO_PERF_ANALYZER", default="")
+# The most one sample-input upload may hold (they are kept in the database, as JSON).
+PORTICO_SAMPLE_INPUT_MAX_BYTES = env.int("PORTICO_SAMPLE_INPUT_MAX_BYTES", default=4 * 1024**2)
+
 # Validation runs the candidate in a child process with these limits (see docs/security.md).
 PORTICO_VALIDATION_TIME_LIMIT_S = env.int("PORTICO_VALIDATION_TIME_LIMIT_S", default=300)
 PORTICO_VALIDATION_MEMORY_LIMIT_BYTES = env.int(

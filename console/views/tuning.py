@@ -10,13 +10,14 @@ from __future__ import annotations
 import json
 import os
 
+from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from console.views import reads
 from console.views.access import ROLE_VIEWER, role_context, role_required
 from repository.tuning.errors import LoadTestNotAllowedError
-from repository.tuning.selectors import load_test_list, slo_get, tuning_list
+from repository.tuning.selectors import load_test_list, sample_input_list, slo_get, tuning_list
 from repository.tuning.services import slo_dict, version_check_testable
 
 RECENT_JOBS = 10
@@ -40,6 +41,8 @@ def version_tuning(request: HttpRequest, name: str, number: int) -> HttpResponse
         "slo_json": json.dumps(slo_dict(slo) if slo else None),
         "refused": refused,
         "load_tests": list(load_test_list(version=version)[:RECENT_JOBS]),
+        "sample_inputs": list(sample_input_list(version=version)),
+        "sample_max_bytes": settings.PORTICO_SAMPLE_INPUT_MAX_BYTES,
         "tunings": tunings,
         "watch": tunings[0].pk if tunings else "",
         "cores": os.cpu_count() or 1,

@@ -12,7 +12,7 @@ from repository.models.catalog import (
 from repository.models.golden import GoldenRequest, GoldenState
 from repository.models.serving import ServingReplica, ServingRevision
 from repository.models.tokens import ApiToken, Role
-from repository.tuning.models import JobState, LoadTest, Slo, Tuning
+from repository.tuning.models import JobState, LoadTest, SampleInput, Slo, Tuning
 
 __all__ = [
     "ApiToken",
@@ -28,6 +28,7 @@ __all__ = [
     "Role",
     "ServingReplica",
     "ServingRevision",
+    "SampleInput",
     "Slo",
     "Tuning",
     "VersionFile",

@@ -32,6 +32,8 @@ class Event(models.Model):
         TUNING_START = "tuning_start", "Tuning started"
         TUNING_APPLY = "tuning_apply", "Tuning applied"
         JOB_FINISH = "job_finish", "Load test or tuning finished"
+        SAMPLE_INPUT_ADD = "sample_input_add", "Sample input uploaded"
+        SAMPLE_INPUT_DELETE = "sample_input_delete", "Sample input deleted"
 
     actor = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"

@@ -12,14 +12,17 @@ from repository.config.parse import parse_config_text
 
 
 def request_bodies(
-    *, config_text: str, candidates: Sequence[Sequence[dict[str, Any]]]
+    *,
+    config_text: str,
+    candidates: Sequence[Sequence[dict[str, Any]]],
+    kind: str = "recorded request(s)",
 ) -> tuple[list[bytes], str]:
     """JSON infer bodies and where they came from. Only candidates with the first one's shape are
     kept, so every request of a run has the same shape (batching results stay comparable)."""
     if candidates:
         shape = _shape_of(candidates[0])
         same = [inputs for inputs in candidates if _shape_of(inputs) == shape]
-        return [_body(inputs) for inputs in same], f"{len(same)} recorded request(s) {shape}"
+        return [_body(inputs) for inputs in same], f"{len(same)} {kind} {shape}"
     synthetic = synthetic_inputs(config_text)
     return [_body(synthetic)], f"zeros shaped from the config {_shape_of(synthetic)}"
 

@@ -15,11 +15,14 @@ import time
 from collections.abc import Sequence
 
 import aiohttp
+import numpy as np
 
 # Open loop: requests beyond this many in flight are counted as errors instead of being sent, so
 # an overloaded server cannot make the generator grow without bound.
 MAX_OUTSTANDING = 2048
 REQUEST_TIMEOUT_S = 30.0
+# The name each run's result gives its generator (``perf_analyzer`` for the other one).
+BUILT_IN = "built-in"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,6 +52,48 @@ class Samples:
     def fail(self, reason: str) -> None:
         self.errors += 1
         self.first_error = self.first_error or reason
+
+
+@dataclasses.dataclass(frozen=True)
+class ClientAccount:
+    """One run as a load generator saw it; latencies in ms, throughput in requests per second.
+
+    ``phases_ms`` is the generator's own report of the server's queue and compute phases (mean ms
+    per request), or None when the run's numbers come from the server's statistics instead.
+    """
+
+    generator: str
+    requests: int
+    errors: int
+    first_error: str
+    elapsed_s: float
+    throughput_per_s: float
+    p50_ms: float
+    p95_ms: float
+    p99_ms: float
+    phases_ms: dict[str, float] | None = None
+
+
+def account_of(samples: Samples) -> ClientAccount:
+    """The built-in client's samples summed up."""
+    latencies_ms = np.asarray(samples.latencies_s, dtype=np.float64) * 1000.0
+    p50, p95, p99 = (
+        (float(v) for v in np.percentile(latencies_ms, [50, 95, 99]))
+        if latencies_ms.size
+        else (0.0, 0.0, 0.0)
+    )
+    elapsed = samples.elapsed_s
+    return ClientAccount(
+        generator=BUILT_IN,
+        requests=latencies_ms.size + samples.errors,
+        errors=samples.errors,
+        first_error=samples.first_error,
+        elapsed_s=elapsed,
+        throughput_per_s=latencies_ms.size / elapsed if elapsed else 0.0,
+        p50_ms=p50,
+        p95_ms=p95,
+        p99_ms=p99,
+    )
 
 
 @dataclasses.dataclass(frozen=True)

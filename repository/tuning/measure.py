@@ -1,6 +1,10 @@
-"""One measured run: the client's latencies plus the server's own account of the same requests
-(queue vs compute input/infer/output and batch sizes, from the statistics extension) and the CPU
-the serving process used. No Django."""
+"""One measured run: the load generator's latencies plus the server's own account of the same
+requests (queue vs compute input/infer/output and batch sizes, from the statistics extension) and
+the CPU the serving process used. No Django.
+
+The generator is the built-in client, or perf_analyzer when one is given; perf_analyzer reports
+the queue and compute phases itself, and those are the ones kept (they cover exactly its
+windows), while batch sizes and CPU always come from the server side."""
 
 from __future__ import annotations
 
@@ -12,11 +16,11 @@ import time
 import urllib.request
 from typing import Any
 
-import numpy as np
 import psutil
 
 from repository.tuning.launcher import PrivateServer
-from repository.tuning.loadgen import Samples, Shape, Target, drive
+from repository.tuning.loadgen import ClientAccount, Shape, Target, account_of, drive
+from repository.tuning.loadgen_perf_analyzer import PerfAnalyzer
 
 WARMUP_S = 0.3
 PHASES = ("queue", "compute_input", "compute_infer", "compute_output")
@@ -27,10 +31,12 @@ class RunResult:
     """A run's numbers; latencies in ms, ``throughput_per_s`` counts successful requests.
 
     ``batch_sizes`` maps the batch size the server executed to how many times it did;
-    ``cpu_percent`` is the serving process tree's CPU time over wall time (100 = one core).
+    ``cpu_percent`` is the serving process tree's CPU time over wall time (100 = one core);
+    ``generator`` names what sent the load (``built-in`` or ``perf_analyzer``).
     """
 
     mode: str
+    generator: str
     rate_per_s: float
     concurrency: int
     duration_s: float
@@ -66,8 +72,10 @@ def measure(
     model: str,
     version: int,
     stop: threading.Event,
+    perf_analyzer: PerfAnalyzer | None = None,
 ) -> RunResult:
-    """Warm up briefly, then run ``shape`` and diff the server's statistics around it."""
+    """Warm up briefly, then run ``shape`` (with ``perf_analyzer`` when given, else the built-in
+    client) and diff the server's statistics around it."""
     drive(
         target,
         Shape(mode="concurrency", duration_s=WARMUP_S, concurrency=shape.concurrency),
@@ -76,36 +84,36 @@ def measure(
     stats_url = f"{server.url}/v2/models/{model}/versions/{version}/stats"
     process = psutil.Process(server.pid)
     before, cpu_before, wall_before = _stats(stats_url), _cpu_s(process), time.perf_counter()
-    samples = drive(target, shape, stop=stop)
+    if perf_analyzer is None:
+        client = account_of(drive(target, shape, stop=stop))
+    else:
+        client = perf_analyzer.drive(
+            url=target.url, model=model, version=version, shape=shape, stop=stop
+        )
     cpu_s, wall_s = _cpu_s(process) - cpu_before, time.perf_counter() - wall_before
-    return _result(shape, samples, _diff(_stats(stats_url), before), 100.0 * cpu_s / wall_s)
+    return _result(shape, client, _diff(_stats(stats_url), before), 100.0 * cpu_s / wall_s)
 
 
-def _result(shape: Shape, samples: Samples, server: dict[str, Any], cpu: float) -> RunResult:
-    latencies_ms = np.asarray(samples.latencies_s, dtype=np.float64) * 1000.0
-    p50, p95, p99 = (
-        (float(v) for v in np.percentile(latencies_ms, [50, 95, 99]))
-        if latencies_ms.size
-        else (0.0, 0.0, 0.0)
-    )
-    total = latencies_ms.size + samples.errors
+def _result(shape: Shape, client: ClientAccount, server: dict[str, Any], cpu: float) -> RunResult:
+    phases = client.phases_ms if client.phases_ms is not None else server
     return RunResult(
         mode=shape.mode,
+        generator=client.generator,
         rate_per_s=shape.rate_per_s,
         concurrency=shape.concurrency,
-        duration_s=round(samples.elapsed_s, 3),
-        requests=total,
-        errors=samples.errors,
-        error_rate=samples.errors / total if total else 0.0,
-        first_error=samples.first_error,
-        throughput_per_s=latencies_ms.size / samples.elapsed_s if samples.elapsed_s else 0.0,
-        p50_ms=p50,
-        p95_ms=p95,
-        p99_ms=p99,
+        duration_s=round(client.elapsed_s, 3),
+        requests=client.requests,
+        errors=client.errors,
+        error_rate=client.errors / client.requests if client.requests else 0.0,
+        first_error=client.first_error,
+        throughput_per_s=client.throughput_per_s,
+        p50_ms=client.p50_ms,
+        p95_ms=client.p95_ms,
+        p99_ms=client.p99_ms,
         batch_sizes=server["batch_sizes"],
         cpu_percent=round(cpu, 1),
         cpu_cores=os.cpu_count() or 1,
-        **{f"{phase}_ms": server[phase] for phase in PHASES},
+        **{f"{phase}_ms": phases[phase] for phase in PHASES},
     )
 
 

@@ -123,3 +123,27 @@ class Tuning(Job):
 
     def __str__(self) -> str:
         return f"tuning {self.pk} of {self.version}"
+
+
+class SampleInput(models.Model):
+    """Inputs uploaded for load tests of one version, checked against its config when uploaded;
+    a load test without inputs of its own sends these (before the model's golden requests)."""
+
+    version = models.ForeignKey(ModelVersion, on_delete=models.CASCADE, related_name="+")
+    name = models.CharField(max_length=200)
+    inputs = models.JSONField(help_text="KServe v2 JSON inputs: name, datatype, shape, data.")
+    size_bytes = models.PositiveIntegerField()
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["pk"]
+
+    def __str__(self) -> str:
+        return f"sample input {self.name} of {self.version}"
+
+    @property
+    def shape_summary(self) -> str:
+        return ", ".join(f"{i['name']} {i['datatype']}{list(i['shape'])}" for i in self.inputs)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from repository.tuning.loadgen import BUILT_IN
 from repository.tuning.sweep import knee, meets
 
 
@@ -27,6 +28,7 @@ def setting_summary(
         "knee": knee(curve),
         "meets_slo": meets(at_rate, slo) if at_rate else bool(within),
         "capacity_per_s": max((p["throughput_per_s"] for p in within), default=0.0),
+        "generator": headline.get("generator", BUILT_IN),
         **{
             key: headline.get(key, 0.0)
             for key in (

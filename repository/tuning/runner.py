@@ -19,10 +19,12 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from repository.models import GoldenRequest, GoldenState, ModelVersion
+from repository.config.parse import parse_config_text
+from repository.models import GoldenRequest, GoldenState, ModelVersion, SampleInput
 from repository.tuning.inputs import request_bodies
 from repository.tuning.launcher import PrivateServer, private_server
 from repository.tuning.loadgen import Shape, Target
+from repository.tuning.loadgen_perf_analyzer import PerfAnalyzer, perf_analyzer_binary
 from repository.tuning.measure import RunResult, measure
 from repository.tuning.models import TERMINAL_JOB_STATES, Job, JobState
 from repository.tuning.services import STALE_AFTER, job_finish
@@ -44,9 +46,11 @@ class Workbench:
         version: ModelVersion = job.version
         self.model, self.number = version.model.name, version.number
         self.model_dir, _ = version_materialise(version, root, config_text=version.config_text)
+        candidates, kind = _candidates(job)
         self.bodies, self.inputs_source = request_bodies(
-            config_text=version.config_text, candidates=_candidates(job)
+            config_text=version.config_text, candidates=candidates, kind=kind
         )
+        self.perf_analyzer = _perf_analyzer(self.bodies, version.config_text, root)
 
     def serve(self, config_text: str) -> Any:
         (self.model_dir / CONFIG_NAME).write_text(config_text, encoding="utf-8")
@@ -62,7 +66,13 @@ class Workbench:
         )
         return self.watched(
             lambda: measure(
-                server, target, shape, model=self.model, version=self.number, stop=self.stop
+                server,
+                target,
+                shape,
+                model=self.model,
+                version=self.number,
+                stop=self.stop,
+                perf_analyzer=self.perf_analyzer,
             )
         )
 
@@ -125,11 +135,26 @@ def job_execute(job: Job, work: Callable[[Workbench], None]) -> Job:
     return job
 
 
-def _candidates(job: Job) -> list[list[dict[str, Any]]]:
+def _perf_analyzer(bodies: list[bytes], config_text: str, root: Path) -> PerfAnalyzer | None:
+    """perf_analyzer when one is configured or on PATH (its numbers do not carry the built-in
+    client's CPU cost on the server's cores); None keeps the built-in client."""
+    binary = perf_analyzer_binary(settings.PORTICO_PERF_ANALYZER)
+    if binary is None:
+        return None
+    batched = parse_config_text(config_text).max_batch_size > 0
+    return PerfAnalyzer.prepare(binary, bodies, batched=batched, folder=root)
+
+
+def _candidates(job: Job) -> tuple[list[list[dict[str, Any]]], str]:
+    """The inputs to send and what they are: the job's own, else the version's uploaded sample
+    inputs, else the model's recorded golden requests."""
     given = (job.parameters or {}).get("inputs")
     if given:
-        return [given]
+        return [given], "request(s) given with the job"
+    uploaded = SampleInput.objects.filter(version=job.version).order_by("pk")
+    if uploaded.exists():
+        return [sample.inputs for sample in uploaded], "uploaded sample input(s)"
     goldens = GoldenRequest.objects.filter(
         model_id=job.version.model_id, state=GoldenState.RECORDED
     )
-    return [g.inputs for g in goldens.order_by("pk")]
+    return [g.inputs for g in goldens.order_by("pk")], "recorded request(s)"

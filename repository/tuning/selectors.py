@@ -1,10 +1,10 @@
-"""The tuning domain's reads: SLOs and jobs, with what their pages and the API show joined in."""
+"""The tuning domain's reads: SLOs, sample inputs and jobs, with what their pages show joined in."""
 
 from __future__ import annotations
 
 from django.db.models import QuerySet
 
-from repository.models import LoadTest, Model, ModelVersion, Slo, Tuning
+from repository.models import LoadTest, Model, ModelVersion, SampleInput, Slo, Tuning
 from repository.tuning.errors import JobNotFoundError
 
 
@@ -50,3 +50,11 @@ def load_test_get(*, version: ModelVersion, job_id: int) -> LoadTest:
     if job is None:
         raise JobNotFoundError("load test", job_id)
     return job
+
+
+def sample_input_list(*, version: ModelVersion) -> QuerySet[SampleInput]:
+    return SampleInput.objects.filter(version=version).select_related("created_by")
+
+
+def sample_input_get(*, version: ModelVersion, sample_id: int) -> SampleInput | None:
+    return sample_input_list(version=version).filter(pk=sample_id).first()

@@ -38,4 +38,7 @@ def results_table(results: Sequence[dict[str, Any]], recommendation: dict[str, A
     lines.append("")
     lines.append(f"recommended: {chosen['label'] if chosen else 'nothing'}")
     lines.append(f"why: {recommendation.get('why', '')}")
+    generators = sorted({r.get("generator", "built-in") for r in results})
+    if generators:
+        lines.append(f"load generator: {', '.join(generators)}")
     return "\n".join(lines)

@@ -164,7 +164,8 @@ function renderTable(job) {
       + `<td class="num">${fmt(r.throughput_per_s, 0)}</td><td class="num">${fmt(r.queue_ms, 3)}</td>`
       + `<td class="num">${fmt(r.compute_infer_ms, 3)}</td><td>${knee}</td>`
       + `<td class="num">${fmt(r.capacity_per_s, 0)}</td>`
-      + `<td><span class="badge ${r.meets_slo ? "ok" : "bad"}">${r.meets_slo ? "meets" : "misses"}</span></td></tr>`;
+      + `<td><span class="badge ${r.meets_slo ? "ok" : "bad"}">${r.meets_slo ? "meets" : "misses"}</span></td>`
+      + `<td class="small">${escapeHtml(r.generator || "built-in")}</td></tr>`;
   }).join("");
 }
 
