@@ -79,7 +79,3 @@ def raw_input(
     return sig.name, tensor_from_bytes(
         body, sig.datatype, batch + dims, name=sig.name, model_name=model_name
     )
-
-
-def frame_response(json_body: bytes, parts: list[bytes]) -> bytes:
-    return json_body + b"".join(parts) if parts else json_body
