@@ -175,7 +175,7 @@ def tensor_buffer(array: NumpyArray) -> bytes | memoryview:
         return serialize_bytes_elements(array)
     if array.dtype.byteorder == ">":
         array = array.astype(array.dtype.newbyteorder("<"))
-    return memoryview(np.ascontiguousarray(array).reshape(-1).view(np.uint8))
+    return np.ascontiguousarray(array).reshape(-1).view(np.uint8).data
 
 
 def serialize_bytes_elements(array: NumpyArray) -> bytes:

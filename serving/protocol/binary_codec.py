@@ -32,7 +32,9 @@ def parse_header_length(value: bytes | None, body_length: int) -> int:
     return length
 
 
-def split_body(body: bytes | bytearray, header_length: int) -> tuple[memoryview, memoryview]:
+def split_body(
+    body: bytes | bytearray | memoryview, header_length: int
+) -> tuple[memoryview, memoryview]:
     view = memoryview(body)
     if header_length == HEADER_LENGTH_MISSING:
         return view, view[len(view) :]

@@ -46,7 +46,7 @@ class BodyBuffer:
         else:
             self._small += chunk
             if end > PREALLOCATE_AFTER:
-                self._view = memoryview(np.empty(self.declared_length, dtype=np.uint8))
+                self._view = np.empty(self.declared_length, dtype=np.uint8).data
                 self._view[:end] = self._small
                 self._small = bytearray()
         self.received = end
