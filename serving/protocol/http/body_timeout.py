@@ -16,11 +16,7 @@ from __future__ import annotations
 
 import asyncio
 
-from serving.protocol.http.header_timeout import (
-    Deadline,
-    HeaderTimeoutProtocol,
-    request_timeout_answer,
-)
+from serving.protocol.http.header_timeout import HeaderTimeoutProtocol, request_timeout_answer
 
 _REQUEST_TIMEOUT = request_timeout_answer("request body was not received in time")
 
@@ -33,7 +29,7 @@ class BodyTimeoutProtocol(HeaderTimeoutProtocol):
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
-        self._body_deadline = Deadline(self.loop, self._body_too_slow)
+        self._body_deadline = self._deadline(self._body_too_slow)
 
     def on_headers_complete(self) -> None:
         super().on_headers_complete()
@@ -48,10 +44,6 @@ class BodyTimeoutProtocol(HeaderTimeoutProtocol):
     def on_message_complete(self) -> None:
         self._body_deadline.disarm()
         super().on_message_complete()
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._body_deadline.disarm()
-        super().connection_lost(exc)
 
     def _body_too_slow(self) -> None:
         if self._server_is_waiting():

@@ -61,8 +61,15 @@ class HeaderTimeoutProtocol(HttpToolsProtocol):
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
-        self._header_deadline = Deadline(self.loop, self._headers_too_slow)
+        self._deadlines: list[Deadline] = []
+        self._header_deadline = self._deadline(self._headers_too_slow)
         self._header_deadline.arm(self.header_timeout_s)
+
+    def _deadline(self, callback: Callable[[], None]) -> Deadline:
+        """A deadline of this connection's, disarmed when the connection is lost."""
+        deadline = Deadline(self.loop, callback)
+        self._deadlines.append(deadline)
+        return deadline
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
@@ -74,7 +81,8 @@ class HeaderTimeoutProtocol(HttpToolsProtocol):
         super().on_headers_complete()
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._header_deadline.disarm()
+        for deadline in self._deadlines:
+            deadline.disarm()
         super().connection_lost(exc)
 
     def _headers_too_slow(self) -> None:
