@@ -97,9 +97,10 @@ def settings_from_args(options: dict[str, Any]) -> ServingSettings:
     keys = ("model_repository", "model_control_mode", "repository_poll_s", "model_config_name",
             "auto_complete_config", "host", "http_port",
             "grpc_port", "metrics_port", "strict_readiness", "exit_on_error", "max_request_bytes",
-            "http_body_timeout_s", "exit_timeout_s", "drain_grace_s", "server_id", "cache_dir",
-            "max_in_flight_requests", "on_demand_max_versions", "on_demand_idle_s")  # fmt: skip
-    overrides: dict[str, Any] = {key: options.get(key) for key in (*keys, *TLS_KEYS)}
+            "exit_timeout_s", "drain_grace_s", "server_id", "cache_dir", "max_in_flight_requests",
+            "on_demand_max_versions", "on_demand_idle_s")  # fmt: skip
+    every = (*keys, "http_body_timeout_s", *TLS_KEYS)
+    overrides: dict[str, Any] = {key: options.get(key) for key in every}
     for repeated in ("load_models", "http_restricted_apis", "grpc_restricted_protocols"):
         if options.get(repeated):
             overrides[repeated] = tuple(options[repeated])
