@@ -39,6 +39,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="exit when a start-up model fails to load (default true)")  # fmt: skip
     add("--http-max-input-size", dest="max_request_bytes", type=int,
         help="largest accepted HTTP request body in bytes (default 64 MiB)")  # fmt: skip
+    add("--http-body-timeout-secs", dest="http_body_timeout_s", type=float,
+        help="most seconds between two reads of a request body before answering 408 "
+             "(default 60)")  # fmt: skip
     add("--exit-timeout-secs", dest="exit_timeout_s", type=float,
         help="how long shutdown waits for in-flight requests (default 30)")  # fmt: skip
     add("--drain-grace-secs", dest="drain_grace_s", type=float,
@@ -99,7 +102,8 @@ def settings_from_args(options: dict[str, Any]) -> ServingSettings:
             "metrics_port", "strict_readiness", "exit_on_error", "max_request_bytes",
             "exit_timeout_s", "drain_grace_s", "server_id", "cache_dir", "max_in_flight_requests",
             "on_demand_max_versions", "on_demand_idle_s")  # fmt: skip
-    overrides: dict[str, Any] = {key: options.get(key) for key in (*keys, *TLS_KEYS)}
+    every = (*keys, "http_body_timeout_s", *TLS_KEYS)
+    overrides: dict[str, Any] = {key: options.get(key) for key in every}
     for repeated in ("load_models", "http_restricted_apis", "grpc_restricted_protocols"):
         if options.get(repeated):
             overrides[repeated] = tuple(options[repeated])

@@ -33,7 +33,7 @@ from serving.protocol.admission import InFlightLimit
 from serving.protocol.grpc.service import create_grpc_server
 from serving.protocol.http.admission import InFlightMiddleware
 from serving.protocol.http.app import HttpApp
-from serving.protocol.http.header_timeout import header_timeout_protocol
+from serving.protocol.http.body_timeout import client_timeouts_protocol
 from serving.protocol.http.metrics_app import MetricsApp
 from serving.protocol.http.restricted import RestrictedApiMiddleware
 from serving.protocol.restricted import HTTP_FLAG, parse_restrictions
@@ -206,7 +206,7 @@ def _bind(host: str, port: int) -> socket.socket:
 def _uvicorn(app: Any, settings: ServingSettings, tls: dict[str, Any]) -> uvicorn.Server:
     config = uvicorn.Config(
         app,
-        http=header_timeout_protocol(settings.http_header_timeout_s),
+        http=client_timeouts_protocol(settings.http_header_timeout_s, settings.http_body_timeout_s),
         lifespan="off",
         access_log=False,
         log_config=None,

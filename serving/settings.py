@@ -46,6 +46,7 @@ class ServingSettings:
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
     exit_timeout_s: float = 30.0
     http_header_timeout_s: float = 30.0  # a request's headers must arrive within this
+    http_body_timeout_s: float = 60.0  # most silence allowed between two reads of a body
     # SIGTERM: not ready at once, listeners kept open this long so load balancers stop sending.
     drain_grace_s: float = 5.0
     server_id: str = "triton"
@@ -111,6 +112,8 @@ class ServingSettings:
             problems.append("--repository-poll-secs: must be positive")
         if self.http_header_timeout_s <= 0:
             problems.append("SERVING_HTTP_HEADER_TIMEOUT_SECS: must be positive")
+        if self.http_body_timeout_s <= 0:
+            problems.append("--http-body-timeout-secs: must be positive")
         if self.exit_timeout_s < 0:
             problems.append("--exit-timeout-secs: must not be negative")
         if self.drain_grace_s < 0:
@@ -268,6 +271,7 @@ _ENV_FIELDS: dict[str, tuple[str, type]] = {
     "SERVING_HTTP_MAX_INPUT_SIZE": ("max_request_bytes", int),
     "SERVING_EXIT_TIMEOUT_SECS": ("exit_timeout_s", float),
     "SERVING_HTTP_HEADER_TIMEOUT_SECS": ("http_header_timeout_s", float),
+    "SERVING_HTTP_BODY_TIMEOUT_SECS": ("http_body_timeout_s", float),
     "SERVING_DRAIN_GRACE_SECS": ("drain_grace_s", float),
     "SERVING_ID": ("server_id", str),
     "SERVING_CACHE_DIR": ("cache_dir", Path),

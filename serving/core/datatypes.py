@@ -163,11 +163,19 @@ def bytes_tensor_from_raw(
 
 def tensor_to_bytes(array: NumpyArray) -> bytes:
     """Raw little-endian bytes of a tensor; BYTES elements length-prefixed."""
+    raw = tensor_buffer(array)
+    return raw if isinstance(raw, bytes) else raw.tobytes()
+
+
+def tensor_buffer(array: NumpyArray) -> bytes | memoryview:
+    """``tensor_to_bytes`` without the copy where none is needed: a little-endian, contiguous
+    numeric tensor is sent straight from its own memory (64 MiB copied on the event loop held
+    every other request for 100 ms and more)."""
     if array.dtype.kind in ("O", "S", "U"):
         return serialize_bytes_elements(array)
     if array.dtype.byteorder == ">":
         array = array.astype(array.dtype.newbyteorder("<"))
-    return np.ascontiguousarray(array).tobytes()
+    return np.ascontiguousarray(array).reshape(-1).view(np.uint8).data
 
 
 def serialize_bytes_elements(array: NumpyArray) -> bytes:

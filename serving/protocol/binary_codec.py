@@ -32,7 +32,9 @@ def parse_header_length(value: bytes | None, body_length: int) -> int:
     return length
 
 
-def split_body(body: bytes | bytearray, header_length: int) -> tuple[memoryview, memoryview]:
+def split_body(
+    body: bytes | bytearray | memoryview, header_length: int
+) -> tuple[memoryview, memoryview]:
     view = memoryview(body)
     if header_length == HEADER_LENGTH_MISSING:
         return view, view[len(view) :]
@@ -79,7 +81,3 @@ def raw_input(
     return sig.name, tensor_from_bytes(
         body, sig.datatype, batch + dims, name=sig.name, model_name=model_name
     )
-
-
-def frame_response(json_body: bytes, parts: list[bytes]) -> bytes:
-    return json_body + b"".join(parts) if parts else json_body

@@ -17,8 +17,8 @@ from serving.core.datatypes import (
     add_bytes_elements,
     check_shape_span,
     element_count,
+    tensor_buffer,
     tensor_from_bytes,
-    tensor_to_bytes,
     wire_from_numpy,
 )
 from serving.core.types import InferRequest, InferResponse, RequestedOutput
@@ -262,21 +262,23 @@ def _bytes_from_json(data: Any, name: str) -> NumpyArray:
 
 def encode_infer_response(
     response: InferResponse, request: InferRequest
-) -> tuple[bytes, list[bytes], bool]:
-    """The response JSON, the raw parts following it, and whether any output is binary."""
+) -> tuple[bytes, list[bytes | memoryview], bool]:
+    """The response JSON, the raw parts following it, and whether any output is binary.
+
+    A numeric part is a view of its output's own memory, not a copy (``tensor_buffer``)."""
     flags: dict[str, bool | None] = {}
     if request.outputs is not None:
         flags = {o.name: o.binary_data for o in request.outputs}
     default_binary = request.binary_data_output
     outputs: list[dict[str, Any]] = []
-    parts: list[bytes] = []
+    parts: list[bytes | memoryview] = []
     any_binary = False
     for name, array in response.outputs.items():
         datatype = wire_from_numpy(array.dtype)
         flag = flags.get(name)
         entry: dict[str, Any] = {"name": name, "datatype": datatype, "shape": list(array.shape)}
         if default_binary if flag is None else flag:
-            raw = tensor_to_bytes(array)
+            raw = tensor_buffer(array)
             entry["parameters"] = {"binary_data_size": len(raw)}
             any_binary = True
             if raw:

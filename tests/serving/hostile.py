@@ -19,6 +19,7 @@ from repository import demo_models as dm
 from tests.acceptance.example_repository import write_simple_sequence
 from tests.acceptance.server import ServerProcess, run_server
 
+MIN_PROBES_WAIT_S = 60.0
 MODELS = ("identity", "identity_bytes", "mlp", "py_identity", "add_sub", "simple_sequence")
 
 
@@ -46,10 +47,13 @@ def rss_bytes(server: ServerProcess) -> int:
 
 class Watch:
     """While open: probes ``/v2/health/live`` on a fresh connection every ``interval_s`` and samples
-    the server's resident memory, as a load balancer and the kernel would see it."""
+    the server's resident memory, as a load balancer and the kernel would see it. On closing it
+    goes on until it has ``min_probes`` answers: a short abuse on a slow machine leaves few."""
 
-    def __init__(self, server: ServerProcess, interval_s: float = 0.05) -> None:
-        self.server, self.interval_s = server, interval_s
+    def __init__(
+        self, server: ServerProcess, interval_s: float = 0.05, *, min_probes: int = 0
+    ) -> None:
+        self.server, self.interval_s, self.min_probes = server, interval_s, min_probes
         self.latencies_s: list[float] = []
         self.failures: list[str] = []
         self.peak_rss_bytes = 0
@@ -61,6 +65,13 @@ class Watch:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        deadline = time.monotonic() + MIN_PROBES_WAIT_S
+        while (
+            len(self.latencies_s) + len(self.failures) < self.min_probes
+            and time.monotonic() < deadline
+            and self._thread.is_alive()
+        ):
+            self._stop.wait(self.interval_s)
         self._stop.set()
         self._thread.join(timeout=30)
 

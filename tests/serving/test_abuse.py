@@ -3,9 +3,10 @@ documented bound and keep answering ``/v2/health/live`` quickly while hostile cl
 connections open, send 64 MiB bodies, flood a gRPC stream and abandon backlogged sequences.
 
 Health latency is judged as percentiles over probes on fresh connections every 50 ms: the issue's
-100 ms as the median, and ``HEALTH_P95_ALLOWANCE_S`` for the tail. The tail is what 64 MiB bodies
-cost: each is copied a few times on the event loop (about 100 ms a copy on a loaded two-core
-machine), so probes queue behind them; docs/serving.md records what was measured.
+100 ms as the median, and ``HEALTH_P95_ALLOWANCE_S`` for the tail. No whole-body work is left on
+the event loop (a 64 MiB body fills one buffer chunk by chunk; outputs are sent from their own
+memory), so what remains in the tail is the machine: on two cores shared with other jobs the
+server's threads wait for a CPU, and probes with them; docs/serving.md records what was measured.
 """
 
 from __future__ import annotations
@@ -35,7 +36,8 @@ MiB = 1024 * 1024
 # The serving process's own resident memory, during and after each abuse (docs/serving.md).
 MAX_RSS_BYTES = 1536 * MiB
 HEALTH_P50_S = 0.1  # the issue's figure, as the median of the probes during the abuse
-HEALTH_P95_ALLOWANCE_S = 2.0  # room for a CI machine shared with other jobs (see the docstring)
+HEALTH_P95_ALLOWANCE_S = 1.0  # room for a CI machine shared with other jobs (see the docstring)
+MIN_PROBES = 10  # enough for a percentile; the watch goes on probing until it has them
 SLOW_CLIENTS = 1000
 SLOW_CLIENTS_HOLD_S = 6.0
 BIG_BODIES, BIG_BODY_ROUNDS = 4, 2  # 4 at once, twice: enough probes for a percentile
@@ -53,7 +55,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
 def assert_healthy(watch: Watch, server: ServerProcess) -> None:
     print(watch.summary())
     assert not watch.failures, watch.failures[:5]
-    assert len(watch.latencies_s) >= 10
+    assert len(watch.latencies_s) >= MIN_PROBES
     assert watch.percentile_s(0.5) < HEALTH_P50_S, watch.summary()
     assert watch.percentile_s(0.95) < HEALTH_P95_ALLOWANCE_S, watch.summary()
     assert watch.peak_rss_bytes < MAX_RSS_BYTES, watch.summary()
@@ -118,7 +120,7 @@ def test_a_thousand_slow_clients_leave_memory_bounded_and_health_fast(
         held.append(_open_connections(server, int(port)))
         await clients
 
-    with Watch(server) as watch:
+    with Watch(server, min_probes=MIN_PROBES) as watch:
         asyncio.run(abuse())
     assert held[0] >= SLOW_CLIENTS  # the server really held them all at once
     assert_healthy(watch, server)
@@ -158,7 +160,10 @@ def test_concurrent_64_mib_bodies_leave_memory_bounded_and_health_fast(
 ) -> None:
     body, header_length = _big_body()
     statuses: list[int] = []
-    with Watch(server) as watch, concurrent.futures.ThreadPoolExecutor(BIG_BODIES + 1) as pool:
+    with (
+        Watch(server, min_probes=MIN_PROBES) as watch,
+        concurrent.futures.ThreadPoolExecutor(BIG_BODIES + 1) as pool,
+    ):
         for _ in range(BIG_BODY_ROUNDS):
             answers = [pool.submit(post, server, "/v2/models/identity/infer", body,
                                    **{"Inference-Header-Content-Length": header_length})
@@ -200,7 +205,10 @@ def test_a_flood_of_stream_messages_leaves_memory_bounded_and_health_fast(
     server: ServerProcess,
 ) -> None:
     stop = threading.Event()
-    with Watch(server) as watch, concurrent.futures.ThreadPoolExecutor(STREAMS) as pool:
+    with (
+        Watch(server, min_probes=MIN_PROBES) as watch,
+        concurrent.futures.ThreadPoolExecutor(STREAMS) as pool,
+    ):
         floods = [pool.submit(_flood, server, stop) for _ in range(STREAMS)]
         answered = [f.result(timeout=240) for f in floods]
     assert answered == [MESSAGES_PER_STREAM] * STREAMS
@@ -227,7 +235,7 @@ def _start_and_walk_away(host: str, port: int, sequence_id: int) -> None:
 
 def test_abandoned_sequences_leave_memory_bounded_and_slots_free(server: ServerProcess) -> None:
     host, port = server.http.split(":")
-    with Watch(server) as watch:
+    with Watch(server, min_probes=MIN_PROBES) as watch:
         for sequence_id in range(1, ABANDONED_SEQUENCES + 1):
             _start_and_walk_away(host, int(port), 10_000 + sequence_id)
         time.sleep(1.0)

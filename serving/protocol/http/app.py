@@ -11,7 +11,8 @@ import base64
 import binascii
 import importlib
 import logging
-from collections.abc import Awaitable, Callable, MutableMapping
+import re
+from collections.abc import Awaitable, Callable, MutableMapping, Sequence
 from typing import Any
 
 import orjson
@@ -23,7 +24,6 @@ from serving.errors import InternalError, InvalidArgumentError, ServingError, Un
 from serving.incidents import IncidentError, report_incident
 from serving.protocol.binary_codec import (
     HEADER_LENGTH_MISSING,
-    frame_response,
     parse_header_length,
     raw_input,
     split_body,
@@ -31,7 +31,7 @@ from serving.protocol.binary_codec import (
 from serving.protocol.config_json import config_to_json
 from serving.protocol.errors import HTTP_STATUS
 from serving.protocol.http import compression, generate
-from serving.protocol.http.body import Body
+from serving.protocol.http.body import Body, BodyBuffer
 from serving.protocol.http.disconnect import ClientDisconnected, Message, Receive, until_disconnect
 from serving.protocol.json_codec import decode_infer_request, encode_infer_response, parse_json
 
@@ -46,6 +46,9 @@ _WANTED_HEADERS = frozenset(
     (b"content-length", b"content-encoding", b"accept-encoding", b"inference-header-content-length")
 )
 _UNSUPPORTED_PREFIXES = ("systemsharedmemory", "cudasharedmemory", "trace", "logging")
+# NOTE: searched with ``re``, which reads any buffer: a large body is a ``memoryview``.
+_BINARY_DATA_SIZE = re.compile(rb'"binary_data_size"')
+_NOT_BLANK = re.compile(rb"\S")
 DECOUPLED_HTTP = "HTTP end point doesn't support models with decoupled transaction policy"
 
 
@@ -188,7 +191,7 @@ class HttpApp:
         headers: dict[bytes, bytes],
     ) -> None:
         body = await self._read_body(receive, headers)
-        body = compression.decompress(
+        body = await compression.decompress(
             body, headers.get(b"content-encoding"), max_bytes=self.max_request_bytes
         )
         header_length = parse_header_length(
@@ -201,7 +204,7 @@ class HttpApp:
             try:
                 header = parse_json(json_part)
             except InvalidArgumentError:
-                if header_length == HEADER_LENGTH_MISSING and b'"binary_data_size"' in body:
+                if header_length == HEADER_LENGTH_MISSING and _BINARY_DATA_SIZE.search(body):
                     raise _missing_header_length() from None
                 raise
             if header_length == HEADER_LENGTH_MISSING and _has_binary_inputs(header):
@@ -217,7 +220,7 @@ class HttpApp:
         pieces = [json_body, *parts]
         encoding = compression.choose_encoding(headers.get(b"accept-encoding"))
         if encoding is not None:
-            compressed = compression.compress(frame_response(json_body, parts), encoding)
+            compressed = await compression.compress(pieces, encoding)
             if compressed is not None:
                 pieces = [compressed]
                 out_headers.append((b"content-encoding", encoding))
@@ -232,23 +235,25 @@ class HttpApp:
     async def _read_body(self, receive: Receive, headers: dict[bytes, bytes]) -> Body:
         limit = self.max_request_bytes
         declared = headers.get(b"content-length")
-        if declared is not None and declared.isdigit() and int(declared) > limit:
-            raise HttpError(413, f"request body of {int(declared)} bytes exceeds the maximum "
+        length = int(declared) if declared is not None and declared.isdigit() else None
+        if length is not None and length > limit:
+            raise HttpError(413, f"request body of {length} bytes exceeds the maximum "
                                  f"input size of {limit} bytes")  # fmt: skip
         message = await receive()
         body: bytes = message.get("body", b"")
         if not message.get("more_body"):
             return body
-        buffer = bytearray(body)  # NOTE: grown in place, never joined (see ``body``)
+        buffer = BodyBuffer(length)  # NOTE: no whole-body copy on the loop (see ``body``)
+        buffer.add(body)
         while message.get("more_body"):
             message = await receive()
             if message["type"] == "http.disconnect":
                 raise HttpError(400, "client disconnected before the request body was complete")
-            buffer += message.get("body", b"")
-            if len(buffer) > limit:
+            buffer.add(message.get("body", b""))
+            if buffer.received > limit:
                 raise HttpError(413, f"request body exceeds the maximum input size of "
                                      f"{limit} bytes")  # fmt: skip
-        return buffer
+        return await buffer.result()
 
     async def _repository(
         self,
@@ -288,10 +293,10 @@ class HttpApp:
 
     async def _json_body(self, receive: Receive, headers: dict[bytes, bytes]) -> dict[str, Any]:
         body = await self._read_body(receive, headers)
-        body = compression.decompress(
+        body = await compression.decompress(
             body, headers.get(b"content-encoding"), max_bytes=self.max_request_bytes
         )
-        return parse_json(body) if body.strip() else {}
+        return parse_json(body) if _NOT_BLANK.search(body) else {}
 
     async def _live_stats(self, send: Send) -> None:
         try:
@@ -369,7 +374,7 @@ async def _send(
 async def _send_pieces(
     send: Send,
     status: int,
-    pieces: list[bytes],
+    pieces: Sequence[bytes | memoryview],
     content_type: bytes,
     extra: list[tuple[bytes, bytes]] | None = None,
 ) -> None:

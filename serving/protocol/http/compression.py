@@ -1,17 +1,26 @@
-"""Request decompression and response compression for HTTP infer (PROTOCOL.md §1.6)."""
+"""Request decompression and response compression for HTTP infer (PROTOCOL.md §1.6).
+
+zlib lets go of the GIL while it works, so a large body is (de)compressed on a worker thread and
+the event loop keeps answering meanwhile; a small one is done in place, where a thread hand-over
+would cost more than the work.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import zlib
+from collections.abc import Sequence
 
 from serving.errors import InvalidArgumentError, UnsupportedError
-from serving.protocol.http.body import Body
+from serving.protocol.http.body import PREALLOCATE_AFTER, Body
+
+OFF_LOOP_BYTES = PREALLOCATE_AFTER
 
 _GZIP_WBITS = 31
 _ZLIB_WBITS = 15
 
 
-def decompress(body: Body, encoding: bytes | None, *, max_bytes: int) -> Body:
+async def decompress(body: Body, encoding: bytes | None, *, max_bytes: int) -> Body:
     """The decompressed body; its size is capped like an uncompressed one."""
     if encoding is None:
         return body
@@ -24,6 +33,12 @@ def decompress(body: Body, encoding: bytes | None, *, max_bytes: int) -> Body:
         wbits = _ZLIB_WBITS
     else:
         raise UnsupportedError("Unsupported compression type")
+    if len(body) > OFF_LOOP_BYTES:
+        return await asyncio.to_thread(_inflate, body, wbits, max_bytes)
+    return _inflate(body, wbits, max_bytes)
+
+
+def _inflate(body: Body, wbits: int, max_bytes: int) -> bytes:
     inflater = zlib.decompressobj(wbits)
     try:
         data = inflater.decompress(body, max_bytes + 1)
@@ -59,13 +74,21 @@ def choose_encoding(accept: bytes | None) -> bytes | None:
     return None if best == b"identity" or best_q <= 0 else best
 
 
-def compress(body: bytes, encoding: bytes) -> bytes | None:
-    """The compressed body, or None to send identity (compression failures are silent)."""
+async def compress(pieces: Sequence[bytes | memoryview], encoding: bytes) -> bytes | None:
+    """The pieces of a body compressed as one, or None to send identity (compression failures
+    are silent)."""
+    if sum(len(piece) for piece in pieces) > OFF_LOOP_BYTES:
+        return await asyncio.to_thread(_deflate, pieces, encoding)
+    return _deflate(pieces, encoding)
+
+
+def _deflate(pieces: Sequence[bytes | memoryview], encoding: bytes) -> bytes | None:
     try:
         if encoding == b"gzip":
             compressor = zlib.compressobj(wbits=_GZIP_WBITS)
         else:
             compressor = zlib.compressobj(wbits=_ZLIB_WBITS)
-        return compressor.compress(body) + compressor.flush()
+        # NOTE: piece by piece: the pieces are never joined into one more copy of the body.
+        return b"".join([*(compressor.compress(piece) for piece in pieces), compressor.flush()])
     except zlib.error:
         return None

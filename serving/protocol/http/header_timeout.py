@@ -5,64 +5,94 @@ request headers arrive a byte at a time (slowloris): such a client holds a socke
 descriptor, for as long as it likes, and enough of them exhaust the process's descriptors so that
 even health probes are refused. This protocol starts a timer when a connection opens and when a
 request begins; complete headers stop it, and a connection that is still in its headers when it
-fires gets 408 and is closed. Bodies are not timed here: a request reading its body is in flight,
-and the in-flight cap (``InFlightLimit``) bounds how many of those there are.
+fires gets 408 and is closed. Bodies have their own limit (``body_timeout``).
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
+import orjson
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-_TIMEOUT_BODY = b'{"error":"request headers were not received in time"}'
-_REQUEST_TIMEOUT = (
-    b"HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\n"
-    b"content-length: %d\r\nconnection: close\r\n\r\n%s" % (len(_TIMEOUT_BODY), _TIMEOUT_BODY)
-)
+
+def request_timeout_answer(message: str) -> bytes:
+    """A whole 408 answer in Triton's JSON error shape, written straight to the socket."""
+    body = orjson.dumps({"error": message})
+    return (
+        b"HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\n"
+        b"content-length: %d\r\nconnection: close\r\n\r\n%s" % (len(body), body)
+    )
+
+
+_REQUEST_TIMEOUT = request_timeout_answer("request headers were not received in time")
+
+
+class Deadline:
+    """One timer on the loop that can be set again and again; ``callback`` runs when it fires."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, callback: Callable[[], None]) -> None:
+        self._loop, self._callback = loop, callback
+        self._timer: asyncio.TimerHandle | None = None
+
+    @property
+    def armed(self) -> bool:
+        return self._timer is not None
+
+    def arm(self, delay_s: float) -> None:
+        self.disarm()
+        self._timer = self._loop.call_later(delay_s, self._fire)
+
+    def disarm(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _fire(self) -> None:
+        self._timer = None
+        self._callback()
 
 
 class HeaderTimeoutProtocol(HttpToolsProtocol):
     """uvicorn's httptools protocol with a deadline on request headers (see the module)."""
 
     header_timeout_s = 30.0
-    _header_timer: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
-        self._arm()
+        self._deadlines: list[Deadline] = []
+        self._header_deadline = self._deadline(self._headers_too_slow)
+        self._header_deadline.arm(self.header_timeout_s)
+
+    def _deadline(self, callback: Callable[[], None]) -> Deadline:
+        """A deadline of this connection's, disarmed when the connection is lost."""
+        deadline = Deadline(self.loop, callback)
+        self._deadlines.append(deadline)
+        return deadline
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
-        if self._header_timer is None:
-            self._arm()
+        if not self._header_deadline.armed:
+            self._header_deadline.arm(self.header_timeout_s)
 
     def on_headers_complete(self) -> None:
-        self._disarm()
+        self._header_deadline.disarm()
         super().on_headers_complete()
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._disarm()
+        for deadline in self._deadlines:
+            deadline.disarm()
         super().connection_lost(exc)
 
-    def _arm(self) -> None:
-        self._header_timer = self.loop.call_later(self.header_timeout_s, self._headers_too_slow)
-
-    def _disarm(self) -> None:
-        if self._header_timer is not None:
-            self._header_timer.cancel()
-            self._header_timer = None
-
     def _headers_too_slow(self) -> None:
-        self._header_timer = None
+        # NOTE: only between responses; a pipelined request behind a running one just closes.
+        self._time_out(_REQUEST_TIMEOUT, answer=self.cycle is None or self.cycle.response_complete)
+
+    def _time_out(self, timeout_answer: bytes, *, answer: bool) -> None:
+        """Close the connection, with ``timeout_answer`` first when ``answer``."""
         if self.transport.is_closing():
             return
-        # NOTE: only between responses; a pipelined request behind a running one just closes.
-        if self.cycle is None or self.cycle.response_complete:
-            self.transport.write(_REQUEST_TIMEOUT)
+        if answer:
+            self.transport.write(timeout_answer)
         self.transport.close()
-
-
-def header_timeout_protocol(timeout_s: float) -> type[HeaderTimeoutProtocol]:
-    """The protocol class for uvicorn's ``http=`` option, with this listener's deadline."""
-    return type("HeaderTimeoutProtocol", (HeaderTimeoutProtocol,), {"header_timeout_s": timeout_s})

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from tritonclient.grpc import service_pb2
 
-from serving.core.datatypes import tensor_from_bytes, tensor_to_bytes
+from serving.core.datatypes import tensor_buffer, tensor_from_bytes, tensor_to_bytes
 from serving.errors import InvalidArgumentError
 from serving.protocol.config_json import config_to_json
 from serving.protocol.grpc_codec import decode_infer_request as decode_grpc
@@ -58,6 +58,18 @@ def test_bytes_framing_round_trip_and_errors() -> None:
         tensor_from_bytes(struct.pack("<I", 9) + b"abc", "BYTES", [1], name="x", model_name="m")
     with pytest.raises(InvalidArgumentError, match="unexpected end"):
         tensor_from_bytes(b"\x01\x00", "BYTES", [1], name="x", model_name="m")
+
+
+def test_a_numeric_output_is_sent_from_its_own_memory_and_copied_only_when_it_must_be() -> None:
+    array = np.arange(12, dtype=np.float32).reshape(3, 4)
+    view = tensor_buffer(array)
+    assert np.shares_memory(np.frombuffer(view, dtype=np.uint8), array)  # no copy
+    assert bytes(view) == array.tobytes() == tensor_to_bytes(array)
+    for must_copy in (array.T, array.astype(">f4")):  # not contiguous; big-endian
+        raw = tensor_buffer(must_copy)
+        assert not np.shares_memory(np.frombuffer(raw, dtype=np.uint8), must_copy)
+        assert bytes(raw) == np.ascontiguousarray(must_copy, dtype="<f4").tobytes()
+    assert bytes(tensor_buffer(np.zeros((0, 4), dtype=np.float32))) == b""
 
 
 def test_fixed_size_tensors_check_their_byte_count() -> None:
