@@ -3,9 +3,12 @@ cancelled, and the request executing next to it is unharmed."""
 
 from __future__ import annotations
 
+import functools
 import json
 import socket
 import time
+import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -30,8 +33,11 @@ def test_disconnected_client_request_is_dropped_from_the_queue(tmp_path: Path) -
     with serving(tmp_path) as process:
         client = httpclient.InferenceServerClient(f"127.0.0.1:{process.ports.http}",
                                                   concurrency=2)  # fmt: skip
-        busy = client.async_infer("slow", [_sleep_input(0)], parameters={"execute_delay_ms": 800})
-        time.sleep(0.2)  # the busy request holds the only instance
+        queued = functools.partial(_queue_depth, process.ports.metrics)
+        busy = client.async_infer("slow", [_sleep_input(0)], parameters={"execute_delay_ms": 1500})
+        filler = client.async_infer("slow", [_sleep_input(0)])
+        # One of the two holds the only instance, the other waits: the queue is known to be busy.
+        _wait_until(lambda: queued() == 1)
         body = json.dumps({"inputs": [{"name": "INPUT0", "shape": [1, 4], "datatype": "FP32",
                                        "data": [1, 2, 3, 4]}]}).encode()  # fmt: skip
         with socket.create_connection(("127.0.0.1", process.ports.http)) as hung_up:
@@ -39,11 +45,27 @@ def test_disconnected_client_request_is_dropped_from_the_queue(tmp_path: Path) -
                 b"POST /v2/models/slow/infer HTTP/1.1\r\nHost: test\r\n"
                 b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body) + body
             )
-            time.sleep(0.2)  # queued behind the busy one
-        result = busy.get_result()
-        np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), np.zeros((1, 4), np.float32))
-        time.sleep(0.5)  # past the time the dropped request would have run
+            _wait_until(lambda: queued() == 2)  # queued behind the other two
+        for result in (busy.get_result(), filler.get_result()):
+            np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), np.zeros((1, 4), np.float32))
+        _wait_until(lambda: queued() == 0)
         stats = client.get_inference_statistics("slow")["model_stats"][0]
-        assert stats["execution_count"] == 1
+        assert stats["execution_count"] == 2
         assert stats["inference_stats"]["fail"]["count"] == 1
         client.close()
+
+
+def _queue_depth(metrics_port: int) -> int:
+    with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10) as reply:
+        text = reply.read().decode()
+    for line in text.splitlines():
+        if line.startswith("nv_inference_pending_request_count{") and 'model="slow"' in line:
+            return int(float(line.rsplit(" ", 1)[1]))
+    return -1
+
+
+def _wait_until(predicate: Callable[[], bool], deadline_s: float = 60.0) -> None:
+    deadline = time.monotonic() + deadline_s
+    while not predicate():
+        assert time.monotonic() < deadline, f"not within {deadline_s} s"
+        time.sleep(0.01)
