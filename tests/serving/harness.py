@@ -83,7 +83,8 @@ def free_port() -> int:
 def wait_ready(
     url: str, timeout_s: float = 60.0, process: subprocess.Popen[Any] | None = None
 ) -> None:
-    """Wait until the HTTP port accepts connections and the server says it is live.
+    """Wait until the HTTP port accepts connections and the server says it is live and ready
+    (ready comes a moment after HTTP opens: every listener must accept first).
 
     Probes with plain sockets first: a refused connection inside tritonclient's HTTP client leaves
     a socket behind that the garbage collector later reports as unclosed.
@@ -103,6 +104,10 @@ def wait_ready(
     client = httpclient.InferenceServerClient(url)
     try:
         assert client.is_server_live()
+        while not client.is_server_ready():
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"server at {url} is live but never became ready")
+            time.sleep(0.05)
     finally:
         client.close()
 
