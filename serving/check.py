@@ -294,7 +294,8 @@ def _run_manifest(*, root: Path, manifest: dict[str, Path | None], emit: Any) ->
 
 
 def _bundle_main(args: argparse.Namespace) -> int:
-    from serving.check_bundle import bundle_main, parse_rlimit, private_stdout
+    from repository.config.bundle_unpack import private_stdout
+    from serving.check_bundle import bundle_main, parse_rlimit
 
     if args.scratch is None:
         raise SystemExit("serving.check: --bundle-stdin needs --scratch")
