@@ -46,7 +46,8 @@ def run_check_job(
 
 
 class CheckPod:
-    """A check Job whose pod is running, with its stdin, stdout and stderr attached."""
+    """A Job (a check's or a load test's) whose pod is running, with its stdin, stdout and stderr
+    attached."""
 
     def __init__(self, core: Any, batch: Any, namespace: str, job: str, pod: str) -> None:
         self._core, self._batch = core, batch
@@ -58,18 +59,34 @@ class CheckPod:
     def start(
         cls, job_settings: CheckJobSettings, *, limits: CheckLimits, bundle_bytes: int
     ) -> CheckPod:
+        return cls.launch(
+            job_settings,
+            lambda name, namespace, image: check_job_manifest(
+                name=name,
+                namespace=namespace,
+                image=image,
+                cpu=job_settings.cpu,
+                start_timeout_s=job_settings.start_timeout_s,
+                limits=limits,
+                bundle_bytes=bundle_bytes,
+            ),
+            prefix="portico-check",
+        )
+
+    @classmethod
+    def launch(
+        cls,
+        job_settings: CheckJobSettings,
+        build: Callable[[str, str, str], dict[str, Any]],
+        *,
+        prefix: str,
+    ) -> CheckPod:
+        """Create the Job ``build(name, namespace, image)`` returns, wait for its pod to run and
+        attach to it (a load test's pod comes through here too)."""
         core, batch = _clients()
         namespace = job_settings.namespace or _own_namespace()
-        name = f"portico-check-{secrets.token_hex(6)}"
-        manifest = check_job_manifest(
-            name=name,
-            namespace=namespace,
-            image=job_settings.image or _own_image(core, namespace),
-            cpu=job_settings.cpu,
-            start_timeout_s=job_settings.start_timeout_s,
-            limits=limits,
-            bundle_bytes=bundle_bytes,
-        )
+        name = f"{prefix}-{secrets.token_hex(6)}"
+        manifest = build(name, namespace, job_settings.image or _own_image(core, namespace))
         from kubernetes.client import V1Job
 
         _api(lambda: batch.create_namespaced_job(namespace, V1Job.from_dict(manifest)))
@@ -96,13 +113,13 @@ class CheckPod:
                     return str(pod.metadata.name)
                 if phase in ("Failed", "Succeeded"):
                     raise SandboxUnavailableError(
-                        f"the check pod {pod.metadata.name} ended before it was attached "
+                        f"the pod {pod.metadata.name} ended before it was attached "
                         f"({pod.status.reason or phase})"
                     )
                 waiting = _waiting_reason(pod) or str(phase)
             time.sleep(POLL_S)
         raise SandboxUnavailableError(
-            f"the check pod of job {self._job} did not start within {timeout_s:.0f} s "
+            f"the pod of job {self._job} did not start within {timeout_s:.0f} s "
             f"(last seen: {waiting}; see `kubectl describe job {self._job}`)"
         )
 

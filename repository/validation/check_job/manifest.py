@@ -1,14 +1,14 @@
-"""The one place the check Job's spec is built: a pod that holds nothing worth stealing and can
-reach nothing.
+"""The one place a pod Job's spec is built (a validation check's, and a load test's through
+``repository.tuning.pod_job``): a pod that holds nothing worth stealing and can reach nothing.
 
 The pod gets no Secret and no ``envFrom``, only the fixed variables below; no service-account token
 (``automountServiceAccountToken: false`` on a service account that has no role) and no service
-links; the ``validation-check`` label puts it under a NetworkPolicy that denies all ingress and
-egress (deploy/kubernetes/base/network-policies.yaml). It runs as nobody with a read-only root file
-system, every capability dropped and the runtime's seccomp profile, within memory, CPU and
-ephemeral-storage limits, and is stopped by ``activeDeadlineSeconds`` should the worker die; a
-finished Job is garbage-collected after ``ttlSecondsAfterFinished`` if the worker could not
-delete it.
+links; its role label (``validation-check`` or ``load-test``) puts it under a NetworkPolicy that
+denies all ingress and egress (deploy/kubernetes/base/network-policies.yaml). It runs as nobody
+with a read-only root file system, every capability dropped and the runtime's seccomp profile,
+within memory, CPU and ephemeral-storage limits, and is stopped by ``activeDeadlineSeconds``
+should the worker die; a finished Job is garbage-collected after ``ttlSecondsAfterFinished`` if
+the worker could not delete it.
 """
 
 from __future__ import annotations
@@ -21,7 +21,13 @@ from django.conf import settings
 from repository.sandbox import CheckLimits
 
 COMPONENT = "validation-check"
-LABELS = {"app.kubernetes.io/name": "portico", "app.kubernetes.io/component": COMPONENT}
+ROLE_LABEL = "portico.dev/role"
+LABELS = {
+    "app.kubernetes.io/name": "portico",
+    "app.kubernetes.io/component": COMPONENT,
+    ROLE_LABEL: COMPONENT,
+}
+PLACEMENT_FIELDS = ("nodeSelector", "tolerations", "affinity")
 SERVICE_ACCOUNT = "portico-check"
 CONTAINER = "check"
 NOBODY = 65534
@@ -77,28 +83,56 @@ def check_job_manifest(
     memory = limits.memory_limit_bytes or DEFAULT_MEMORY_BYTES
     # The pod must have bounds even where the bubblewrap runner's "0 = no limit" is set.
     tmp_bytes = limits.scratch_bytes or DEFAULT_SCRATCH_BYTES
-    # The unpacked bundle plus the scratch space the bubblewrap runner allows, per folder.
-    scratch = bundle_bytes + tmp_bytes
     command = ["python", "-m", "serving.check", "--bundle-stdin", "--scratch", SCRATCH]
     command += ["--max-bundle-bytes", str(bundle_bytes), *_rlimits(limits)]
+    return pod_job_manifest(
+        name=name,
+        namespace=namespace,
+        image=image,
+        role=COMPONENT,
+        command=command,
+        resources={"cpu": cpu, "memory": str(memory)},
+        bundle_bytes=bundle_bytes,
+        tmp_bytes=tmp_bytes,
+        deadline_s=start_timeout_s + int(limits.time_limit_s) + DEADLINE_GRACE_S,
+    )
+
+
+def pod_job_manifest(
+    *,
+    name: str,
+    namespace: str,
+    image: str,
+    role: str,
+    command: list[str],
+    resources: dict[str, str],
+    bundle_bytes: int,
+    tmp_bytes: int,
+    deadline_s: int,
+    placement: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """A locked-down Job whose one container reads a bundle on its attached stdin.
+
+    ``role`` labels it (the NetworkPolicies select on it); ``resources`` are both requested and the
+    limit (extended resources such as ``nvidia.com/gpu`` included); ``placement`` may hold a
+    ``nodeSelector``, ``tolerations`` and ``affinity`` for the pod, and nothing else."""
+    labels = {**LABELS, "app.kubernetes.io/component": role, ROLE_LABEL: role}
+    # The unpacked bundle plus as much scratch space again as /tmp gets.
+    scratch = bundle_bytes + tmp_bytes
     container = {
         "name": CONTAINER,
         "image": image,
         "imagePullPolicy": "IfNotPresent",
         "command": command,
         # The bundle arrives on stdin through the attach API; stdinOnce closes it when the
-        # worker detaches, and the bundle's size header means the check never waits for that.
+        # worker detaches, and the bundle's size header means the pod never waits for that.
         "stdin": True,
         "stdinOnce": True,
         "tty": False,
         "env": [{"name": k, "value": v} for k, v in ENV.items()],
         "resources": {
-            "requests": {"cpu": cpu, "memory": str(memory)},
-            "limits": {
-                "cpu": cpu,
-                "memory": str(memory),
-                "ephemeral-storage": str(scratch + tmp_bytes + LOG_BYTES),
-            },
+            "requests": dict(resources),
+            "limits": {**resources, "ephemeral-storage": str(scratch + tmp_bytes + LOG_BYTES)},
         },
         "securityContext": {
             "runAsNonRoot": True,
@@ -132,6 +166,7 @@ def check_job_manifest(
             "fsGroup": NOBODY,
             "seccompProfile": {"type": "RuntimeDefault"},
         },
+        **_placement(placement or {}),
         "containers": [container],
         "volumes": [
             _empty_dir("scratch", scratch),
@@ -139,18 +174,25 @@ def check_job_manifest(
             {"name": "shm", "emptyDir": {"medium": "Memory", **_size(tmp_bytes)}},
         ],
     }
-    deadline = start_timeout_s + int(limits.time_limit_s) + DEADLINE_GRACE_S
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": {"name": name, "namespace": namespace, "labels": dict(LABELS)},
+        "metadata": {"name": name, "namespace": namespace, "labels": dict(labels)},
         "spec": {
             "backoffLimit": 0,
-            "activeDeadlineSeconds": deadline,
+            "activeDeadlineSeconds": deadline_s,
             "ttlSecondsAfterFinished": TTL_AFTER_FINISHED_S,
-            "template": {"metadata": {"labels": dict(LABELS)}, "spec": pod},
+            "template": {"metadata": {"labels": dict(labels)}, "spec": pod},
         },
     }
+
+
+def _placement(placement: dict[str, Any]) -> dict[str, Any]:
+    """Only the scheduling fields: a placement can never add a volume, an account or a host."""
+    unknown = set(placement) - set(PLACEMENT_FIELDS)
+    if unknown:
+        raise ValueError(f"a pod placement may set only {', '.join(PLACEMENT_FIELDS)}: {unknown}")
+    return {k: placement[k] for k in PLACEMENT_FIELDS if placement.get(k)}
 
 
 def _rlimits(limits: CheckLimits) -> list[str]:

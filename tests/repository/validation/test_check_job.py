@@ -82,6 +82,7 @@ def test_the_check_pod_is_bounded_in_time_memory_and_disk() -> None:
 def test_the_check_pod_carries_the_label_the_deny_all_policy_selects() -> None:
     labels = _manifest()["spec"]["template"]["metadata"]["labels"]
     assert labels["app.kubernetes.io/component"] == "validation-check"
+    assert labels["portico.dev/role"] == "validation-check"
 
 
 def test_the_job_spec_is_a_valid_kubernetes_job() -> None:
