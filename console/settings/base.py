@@ -297,6 +297,22 @@ PORTICO_VALIDATION_KUBERNETES_CPU = env.str("PORTICO_VALIDATION_KUBERNETES_CPU",
 PORTICO_VALIDATION_KUBERNETES_START_TIMEOUT_S = env.int(
     "PORTICO_VALIDATION_KUBERNETES_START_TIMEOUT_S", default=300
 )
+# Where load tests and tunings serve the version: "worker" (a private loopback server beside the
+# worker, the default) or "kubernetes" (each served config a Job on a node like the serving nodes,
+# with the check Job's namespace, image and start timeout; docs/tuning.md). Anything else = worker.
+PORTICO_LOADTEST_RUNNER = env.str("PORTICO_LOADTEST_RUNNER", default="worker")
+PORTICO_LOADTEST_KUBERNETES_CPU = env.str("PORTICO_LOADTEST_KUBERNETES_CPU", default="2")
+PORTICO_LOADTEST_KUBERNETES_MEMORY = env.str("PORTICO_LOADTEST_KUBERNETES_MEMORY", default="4Gi")
+PORTICO_LOADTEST_KUBERNETES_GPUS = env.int("PORTICO_LOADTEST_KUBERNETES_GPUS", default=0)
+# The serving Deployment's nodeSelector, tolerations and affinity as JSON (the manifests set it
+# from the same values), so a load test measures on the kind of node that serves.
+PORTICO_LOADTEST_KUBERNETES_PLACEMENT = env.json(
+    "PORTICO_LOADTEST_KUBERNETES_PLACEMENT", default={}
+)
+# The most one load-test pod may live (it serves one config of a tuning, every run at it).
+PORTICO_LOADTEST_KUBERNETES_DEADLINE_S = env.int(
+    "PORTICO_LOADTEST_KUBERNETES_DEADLINE_S", default=3600
+)
 
 # Serving's HTTP API as the console reaches it (Try-it, and live stats when no replica heartbeats):
 # a load balancer's URL in a scaled-out stack; unset, the live replicas' advertised URLs are used.

@@ -3,15 +3,21 @@ private folder, serve it on a loopback port, measure, write progress and results
 
 The measuring runs on a thread of its own while this (the Django) thread keeps the row's
 heartbeat fresh and watches for a cancel request, so a cancel stops a run within about a second.
+
+With ``PORTICO_LOADTEST_RUNNER=kubernetes`` each served config is a Job of its own instead
+(``pod_job``, ``remote``): one pod per config, not per run, because starting the server is the
+slow part and the sweep's early stop at the knee stays here; each setting is written to the row
+as it finishes, so a resumed tuning starts no pod for the ones done.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import datetime
 import tempfile
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -21,17 +27,28 @@ from django.utils import timezone
 
 from repository.config.parse import parse_config_text
 from repository.models import GoldenRequest, GoldenState, ModelVersion, SampleInput
+from repository.tuning import pod_job
 from repository.tuning.inputs import request_bodies
 from repository.tuning.launcher import PrivateServer, private_server
 from repository.tuning.loadgen import Shape, Target
 from repository.tuning.loadgen_perf_analyzer import PerfAnalyzer, perf_analyzer_binary
 from repository.tuning.measure import RunResult, measure
 from repository.tuning.models import TERMINAL_JOB_STATES, Job, JobState
+from repository.tuning.remote import RemoteServer, load_test_input
 from repository.tuning.services import STALE_AFTER, job_finish
+from repository.validation.check_runner import registry_files
 from repository.validation.materialise import CONFIG_NAME, version_materialise
 
 T = TypeVar("T")
 WATCH_INTERVAL_S = 0.5
+RUNNER_WORKER = "worker"
+RUNNER_KUBERNETES = "kubernetes"
+
+
+def load_test_runner() -> str:
+    """The configured runner; anything but an exact "kubernetes" is the worker."""
+    value = str(settings.PORTICO_LOADTEST_RUNNER).strip().lower()
+    return RUNNER_KUBERNETES if value == RUNNER_KUBERNETES else RUNNER_WORKER
 
 
 class JobCancelledError(Exception):
@@ -45,20 +62,49 @@ class Workbench:
         self.job, self.root, self.stop = job, root, threading.Event()
         version: ModelVersion = job.version
         self.model, self.number = version.model.name, version.number
-        self.model_dir, _ = version_materialise(version, root, config_text=version.config_text)
+        self.in_pod = load_test_runner() == RUNNER_KUBERNETES
         candidates, kind = _candidates(job)
         self.bodies, self.inputs_source = request_bodies(
             config_text=version.config_text, candidates=candidates, kind=kind
         )
-        self.perf_analyzer = _perf_analyzer(self.bodies, version.config_text, root)
+        if self.in_pod:
+            # Packed from the registry's files alone (re-hashed on the way), the config beside.
+            self.model_dir, self.version_dir = version_materialise(version, root / "version")
+            self.files = registry_files(version, root, self.model_dir, self.version_dir)
+            self.perf_analyzer = None  # the pod sends its load with the built-in client
+        else:
+            self.model_dir, _ = version_materialise(version, root, config_text=version.config_text)
+            self.perf_analyzer = _perf_analyzer(self.bodies, version.config_text, root)
 
     def serve(self, config_text: str) -> Any:
-        (self.model_dir / CONFIG_NAME).write_text(config_text, encoding="utf-8")
         limit = float(settings.PORTICO_VALIDATION_TIME_LIMIT_S)
+        if self.in_pod:
+            return self._serve_in_pod(config_text, limit)
+        (self.model_dir / CONFIG_NAME).write_text(config_text, encoding="utf-8")
         return private_server(self.root, startup_timeout_s=limit)
 
-    def run(self, server: PrivateServer, shape: Shape, progress: float, note: str) -> RunResult:
+    @contextlib.contextmanager
+    def _serve_in_pod(self, config_text: str, limit_s: float) -> Iterator[RemoteServer]:
+        check = load_test_input(
+            self.root,
+            self.version_dir,
+            self.files,
+            config_text=config_text,
+            model=self.model,
+            version=self.number,
+            bodies=self.bodies,
+        )
+        with contextlib.closing(RemoteServer(check, start=pod_job.load_test_pod_start)) as server:
+            self.report(self.job.progress, "starting the load-test pod")
+            self.watched(lambda: server.open(limit_s, self.stop))
+            yield server
+
+    def run(
+        self, server: PrivateServer | RemoteServer, shape: Shape, progress: float, note: str
+    ) -> RunResult:
         self.report(progress, note)
+        if isinstance(server, RemoteServer):
+            return self.watched(lambda: server.measure(shape, self.stop))
         target = Target(
             url=server.url,
             path=f"/v2/models/{self.model}/versions/{self.number}/infer",
@@ -85,6 +131,10 @@ class Workbench:
                     break
                 except concurrent.futures.TimeoutError:
                     self.beat()
+                except Exception:
+                    if self.stop.is_set():  # a pod stopped for the cancel fails its call
+                        raise JobCancelledError from None
+                    raise
         self.beat()
         if self.stop.is_set():
             raise JobCancelledError

@@ -67,7 +67,7 @@ def run_streamed_check(
     try:
         deadline = time.monotonic() + limits.time_limit_s
         sender = threading.Thread(
-            target=_send, args=(transport, bundle_header(nonce, size), bundle), daemon=True
+            target=send_bundle, args=(transport, bundle_header(nonce, size), bundle), daemon=True
         )
         sender.start()
         reader = FrameReader(nonce)
@@ -80,7 +80,8 @@ def run_streamed_check(
     return CheckOutcome(None if timed_out else reader.report, returncode, tail, timed_out)
 
 
-def _send(transport: CheckTransport, header: bytes, bundle: IO[bytes]) -> None:
+def send_bundle(transport: CheckTransport, header: bytes, bundle: IO[bytes]) -> None:
+    """Write the header and the bundle; a pod that stops reading says why in its own output."""
     try:
         transport.send(header)
         while chunk := bundle.read(CHUNK_BYTES):
