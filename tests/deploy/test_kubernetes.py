@@ -16,7 +16,8 @@ import pytest
 import yaml
 
 from repository.sandbox import CheckLimits
-from repository.validation.check_job.manifest import check_job_manifest
+from repository.tuning.pod_job import LoadTestPodSettings, load_test_job_manifest
+from repository.validation.check_job.manifest import PLACEMENT_FIELDS, check_job_manifest
 from serving.settings import ServingSettings
 
 pytestmark = pytest.mark.embedded
@@ -257,6 +258,7 @@ def test_bubblewrap_component_runs_checks_in_the_worker_with_no_api_rights(tmp_p
     assert pod["hostUsers"] is False and pod["automountServiceAccountToken"] is False
     assert pod["securityContext"]["seccompProfile"]["localhostProfile"] == "portico-worker.json"
     assert _env(_container(worker))["PORTICO_VALIDATION_RUNNER"] == "bubblewrap"
+    assert _env(_container(worker))["PORTICO_LOADTEST_RUNNER"] == "worker"  # no API, no Jobs
     assert not [d for d in docs if d["kind"] in ("Role", "RoleBinding", "ClusterRoleBinding")]
 
 
@@ -273,6 +275,26 @@ def _check_job() -> dict[str, Any]:
         cpu="2",
         start_timeout_s=300,
         limits=limits,
+        bundle_bytes=1024**2,
+    )
+
+
+def _load_test_job(worker_env: dict[str, Any]) -> dict[str, Any]:
+    """The load-test Job the rendered worker would create, from its own settings."""
+    pod = LoadTestPodSettings(
+        cpu="2",
+        memory="4Gi",
+        gpus=int(worker_env.get("PORTICO_LOADTEST_KUBERNETES_GPUS") or 0),
+        placement=json.loads(worker_env.get("PORTICO_LOADTEST_KUBERNETES_PLACEMENT") or "{}"),
+        deadline_s=3600,
+        startup_timeout_s=300,
+    )
+    return load_test_job_manifest(
+        name="portico-loadtest-0123456789ab",
+        namespace="portico",
+        image="portico:latest",
+        pod=pod,
+        start_timeout_s=300,
         bundle_bytes=1024**2,
     )
 
@@ -307,6 +329,38 @@ def test_validation_check_pods_are_denied_every_connection_in_and_out(overlay: t
     dns = _one(docs, "NetworkPolicy", "allow-dns")["spec"]["podSelector"]
     for workload in (d for d in docs if d["kind"] in ("Deployment", "Job")):
         assert _selects(dns, workload["spec"]["template"]["metadata"]["labels"])
+
+
+def test_load_test_pods_are_denied_every_connection_in_and_out(overlay: tuple) -> None:
+    _, docs = overlay
+    worker_env = _env(_container(_one(docs, "Deployment", "portico-worker")))
+    labels = _load_test_job(worker_env)["spec"]["template"]["metadata"]["labels"]
+    policies = [d for d in docs if d["kind"] == "NetworkPolicy"]
+    selecting = [p for p in policies if _selects(p["spec"]["podSelector"], labels)]
+    assert {p["metadata"]["name"] for p in selecting} == {"default-deny", "load-test"}
+    for policy in selecting:  # the load is sent on the pod's loopback: nothing in, nothing out
+        assert policy["spec"]["policyTypes"] == ["Ingress", "Egress"]
+        assert not policy["spec"].get("ingress") and not policy["spec"].get("egress")
+
+
+def test_load_test_pods_are_placed_like_serving_pods_with_their_gpu(overlay: tuple) -> None:
+    kind, docs = overlay
+    worker_env = _env(_container(_one(docs, "Deployment", "portico-worker")))
+    assert worker_env["PORTICO_LOADTEST_RUNNER"] == "kubernetes"
+    serving = _one(docs, "Deployment", "portico-serving")
+    serving_pod = serving["spec"]["template"]["spec"]
+    job_pod = _load_test_job(worker_env)["spec"]["template"]["spec"]
+    for field in PLACEMENT_FIELDS:
+        assert job_pod.get(field) == serving_pod.get(field), field
+    assert (kind == "gpu") == ("nodeSelector" in job_pod)
+    serving_gpus = _container(serving)["resources"]["limits"].get("nvidia.com/gpu", 0)
+    (container,) = job_pod["containers"]
+    assert int(container["resources"]["limits"].get("nvidia.com/gpu", 0)) == serving_gpus
+    # The same account as the checks': no token, no role.
+    assert (
+        job_pod["serviceAccountName"]
+        == _check_job()["spec"]["template"]["spec"]["serviceAccountName"]
+    )
 
 
 def test_worker_may_run_check_jobs_and_nothing_else(overlay: tuple) -> None:
