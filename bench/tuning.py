@@ -197,8 +197,9 @@ def main() -> int:
         f"data, three {options.duration:g} s windows, any spread accepted) and the built-in "
         f"client (aiohttp, closed loop), on the same server in {ROUNDS} rounds whose order "
         "alternates, medians shown. Difference = tuner vs perf_analyzer by hand; the built-in "
-        "client's difference from the hand run is in brackets. The machine is shared with other "
-        "work (load average 5-20), so single points swing from minute to minute.",
+        "client's difference from the hand run is in brackets. Load average (1, 5, 15 min) at "
+        f"the end: {' '.join(f'{v:.2f}' for v in os.getloadavg())}; on a machine shared with "
+        "other work single points swing from minute to minute.",
         report.table(["setting", "concurrency", "tuner req/s", "perf_analyzer req/s", "diff",
                       "tuner p95 ms", "perf_analyzer p95 ms", "diff", "built-in req/s",
                       "built-in p95 ms"], rows),
