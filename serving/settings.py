@@ -15,6 +15,8 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
+from repository.config.cpu_quota import usable_cpu_count
+
 CONTROL_MODES = ("none", "poll", "explicit")
 INFERENCE_AUTH_MODES = ("required", "off")
 LOOPBACK = "127.0.0.1"
@@ -57,7 +59,7 @@ class ServingSettings:
     replica_address: str = ""  # host name other replicas and the console reach this one by
     advertised_http_url: str = ""
     redis_url: str = ""
-    cpu_count: int = 0  # 0: os.cpu_count()
+    cpu_count: int = 0  # 0: the cores the process may use (affinity and cgroup quota)
     gpu_count: int = -1  # -1: detect
     # PORTICO_INFERENCE_AUTH: "" is "required" in registry mode; folder mode has no token table.
     inference_auth: str = ""
@@ -224,7 +226,7 @@ class ServingSettings:
 
     @property
     def effective_cpu_count(self) -> int:
-        return self.cpu_count or os.cpu_count() or 1
+        return self.cpu_count or usable_cpu_count()
 
 
 def is_loopback(host: str) -> bool:

@@ -8,7 +8,6 @@ the job it watches once a second.
 from __future__ import annotations
 
 import json
-import os
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
@@ -18,7 +17,7 @@ from console.views import reads
 from console.views.access import ROLE_VIEWER, role_context, role_required
 from repository.tuning.errors import LoadTestNotAllowedError
 from repository.tuning.selectors import load_test_list, sample_input_list, slo_get, tuning_list
-from repository.tuning.services import slo_dict, version_check_testable
+from repository.tuning.services import slo_dict, tuning_sweep_cores, version_check_testable
 
 RECENT_JOBS = 10
 
@@ -45,7 +44,7 @@ def version_tuning(request: HttpRequest, name: str, number: int) -> HttpResponse
         "sample_max_bytes": settings.PORTICO_SAMPLE_INPUT_MAX_BYTES,
         "tunings": tunings,
         "watch": tunings[0].pk if tunings else "",
-        "cores": os.cpu_count() or 1,
+        "cores": tuning_sweep_cores()[0],
         **role_context(request),
     }
     return render(request, "console/version_tuning.html", context)

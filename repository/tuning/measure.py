@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import threading
 import time
 import urllib.request
@@ -18,6 +17,7 @@ from typing import Any
 
 import psutil
 
+from repository.config.cpu_quota import usable_cpu_count
 from repository.tuning.launcher import PrivateServer
 from repository.tuning.loadgen import ClientAccount, Shape, Target, account_of, drive
 from repository.tuning.loadgen_perf_analyzer import PerfAnalyzer
@@ -112,7 +112,7 @@ def _result(shape: Shape, client: ClientAccount, server: dict[str, Any], cpu: fl
         p99_ms=client.p99_ms,
         batch_sizes=server["batch_sizes"],
         cpu_percent=round(cpu, 1),
-        cpu_cores=os.cpu_count() or 1,
+        cpu_cores=usable_cpu_count(),
         **{f"{phase}_ms": phases[phase] for phase in PHASES},
     )
 

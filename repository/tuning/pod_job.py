@@ -9,6 +9,7 @@ cluster itself.
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any
 
 from django.conf import settings
@@ -24,6 +25,20 @@ from repository.validation.streamed import CheckTransport
 
 ROLE = "load-test"
 GPU_RESOURCE = "nvidia.com/gpu"
+RUNNER_KUBERNETES = "kubernetes"
+
+
+def runs_in_pods() -> bool:
+    """Whether each served config runs in a Job of its own: ``PORTICO_LOADTEST_RUNNER`` is
+    exactly "kubernetes" (anything else is the worker)."""
+    return str(settings.PORTICO_LOADTEST_RUNNER).strip().lower() == RUNNER_KUBERNETES
+
+
+def cpu_quantity_cores(quantity: str) -> int:
+    """Whole cores a Kubernetes CPU quantity ("2", "1.5", "500m") grants, at least 1."""
+    text = quantity.strip()
+    cores = float(text[:-1]) / 1000 if text.endswith("m") else float(text)
+    return max(1, math.ceil(cores))
 
 
 @dataclasses.dataclass(frozen=True)

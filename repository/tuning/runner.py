@@ -41,14 +41,6 @@ from repository.validation.materialise import CONFIG_NAME, version_materialise
 
 T = TypeVar("T")
 WATCH_INTERVAL_S = 0.5
-RUNNER_WORKER = "worker"
-RUNNER_KUBERNETES = "kubernetes"
-
-
-def load_test_runner() -> str:
-    """The configured runner; anything but an exact "kubernetes" is the worker."""
-    value = str(settings.PORTICO_LOADTEST_RUNNER).strip().lower()
-    return RUNNER_KUBERNETES if value == RUNNER_KUBERNETES else RUNNER_WORKER
 
 
 class JobCancelledError(Exception):
@@ -62,7 +54,7 @@ class Workbench:
         self.job, self.root, self.stop = job, root, threading.Event()
         version: ModelVersion = job.version
         self.model, self.number = version.model.name, version.number
-        self.in_pod = load_test_runner() == RUNNER_KUBERNETES
+        self.in_pod = pod_job.runs_in_pods()
         candidates, kind = _candidates(job)
         self.bodies, self.inputs_source = request_bodies(
             config_text=version.config_text, candidates=candidates, kind=kind

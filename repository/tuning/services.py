@@ -8,17 +8,18 @@ from __future__ import annotations
 
 import datetime
 import logging
-import os
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from repository.config.cpu_quota import usable_cpu_count
 from repository.config.parse import parse_config_text
 from repository.models import Event, LoadTest, Model, ModelVersion, Slo, Tuning, VersionState
 from repository.services.events import event_record
 from repository.services.versions import model_version_create_with_config
-from repository.tuning import errors
+from repository.tuning import errors, pod_job
 from repository.tuning.models import TERMINAL_JOB_STATES, Job, JobState
 from repository.tuning.sweep import BATCHING_MODES, Setting, tuned_config_text
 
@@ -229,6 +230,15 @@ def _objective(model: Model, slo: dict[str, Any] | None, rate: float | None) -> 
     return objective
 
 
+def tuning_sweep_cores() -> tuple[int, str]:
+    """The cores every tuned config is measured on, and what they are: a load-test pod's CPU
+    limit when each config runs in a pod of its own, else what this worker may use."""
+    if pod_job.runs_in_pods():
+        limit = str(settings.PORTICO_LOADTEST_KUBERNETES_CPU)
+        return pod_job.cpu_quantity_cores(limit), f"a load-test pod's CPU limit, {limit}"
+    return usable_cpu_count(), "the cores here"
+
+
 def _sweep_parameters(
     duration_s: float,
     batching: list[str] | None,
@@ -237,10 +247,10 @@ def _sweep_parameters(
     max_concurrency: int,
 ) -> dict[str, Any]:
     _check_duration(duration_s)
-    cores = os.cpu_count() or 1
+    cores, where = tuning_sweep_cores()
     instances = instances or list(range(1, min(cores, 4) + 1))
     if min(instances) < 1 or max(instances) > cores:
-        raise errors.TuningParameterError(f"instances must lie in 1..{cores} (the cores here)")
+        raise errors.TuningParameterError(f"instances must lie in 1..{cores} ({where})")
     batching = batching or list(BATCHING_MODES)
     if not set(batching) <= set(BATCHING_MODES):
         raise errors.TuningParameterError(f"batching must be among {list(BATCHING_MODES)}")

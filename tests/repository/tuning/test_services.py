@@ -8,6 +8,7 @@ import datetime
 import pytest
 from django.utils import timezone
 
+from repository.config.cpu_quota import usable_cpu_count
 from repository.models import Event, JobState, Tuning
 from repository.tuning import errors
 from repository.tuning.runner import job_claim
@@ -77,3 +78,18 @@ def test_a_job_that_lost_its_worker_too_often_fails_with_the_reason(deployer) ->
     job.refresh_from_db()
     assert job.state == JobState.FAILED and "worker stopped 3 times" in job.error
     assert Event.objects.filter(action="job_finish", detail__state="failed").exists()
+
+
+def test_the_instance_sweep_is_bounded_by_the_cores_a_config_runs_on(deployer, settings) -> None:  # type: ignore[no-untyped-def]
+    here = usable_cpu_count()
+    with pytest.raises(errors.TuningParameterError, match=rf"1\.\.{here} \(the cores here\)"):
+        tuning_start(
+            version=ready_version(), actor=deployer, slo=SLO, instances=[here + 1], enqueue=False
+        )
+    # In pods, the pod's CPU limit bounds the sweep, whatever this worker has.
+    settings.PORTICO_LOADTEST_RUNNER = "kubernetes"
+    settings.PORTICO_LOADTEST_KUBERNETES_CPU = "2500m"
+    job = tuning_start(version=ready_version(), actor=deployer, slo=SLO, enqueue=False)
+    assert job.parameters["instances"] == [1, 2, 3]
+    with pytest.raises(errors.TuningParameterError, match="a load-test pod's CPU limit, 2500m"):
+        tuning_start(version=ready_version(), actor=deployer, slo=SLO, instances=[4], enqueue=False)
