@@ -1,6 +1,6 @@
 """One measured run: the load generator's latencies plus the server's own account of the same
 requests (queue vs compute input/infer/output and batch sizes, from the statistics extension) and
-the CPU the serving process used. No Django.
+the CPU the serving process used, and the GPUs' use where it has any. No Django.
 
 The generator is the built-in client, or perf_analyzer when one is given; perf_analyzer reports
 the queue and compute phases itself, and those are the ones kept (they cover exactly its
@@ -18,6 +18,7 @@ from typing import Any
 import psutil
 
 from repository.config.cpu_quota import usable_cpu_count
+from repository.tuning.gpu_use import GpuSampler
 from repository.tuning.launcher import PrivateServer
 from repository.tuning.loadgen import ClientAccount, Shape, Target, account_of, drive
 from repository.tuning.loadgen_perf_analyzer import PerfAnalyzer
@@ -32,6 +33,7 @@ class RunResult:
 
     ``batch_sizes`` maps the batch size the server executed to how many times it did;
     ``cpu_percent`` is the serving process tree's CPU time over wall time (100 = one core);
+    ``gpu_percent`` is the mean utilisation of the server's GPUs over the run (None: no GPU);
     ``generator`` names what sent the load (``built-in`` or ``perf_analyzer``).
     """
 
@@ -84,17 +86,25 @@ def measure(
     stats_url = f"{server.url}/v2/models/{model}/versions/{version}/stats"
     process = psutil.Process(server.pid)
     before, cpu_before, wall_before = _stats(stats_url), _cpu_s(process), time.perf_counter()
-    if perf_analyzer is None:
-        client = account_of(drive(target, shape, stop=stop))
-    else:
-        client = perf_analyzer.drive(
-            url=target.url, model=model, version=version, shape=shape, stop=stop
-        )
+    with GpuSampler(server.url) as gpus:
+        if perf_analyzer is None:
+            client = account_of(drive(target, shape, stop=stop))
+        else:
+            client = perf_analyzer.drive(
+                url=target.url, model=model, version=version, shape=shape, stop=stop
+            )
     cpu_s, wall_s = _cpu_s(process) - cpu_before, time.perf_counter() - wall_before
-    return _result(shape, client, _diff(_stats(stats_url), before), 100.0 * cpu_s / wall_s)
+    server_side = _diff(_stats(stats_url), before)
+    return _result(shape, client, server_side, 100.0 * cpu_s / wall_s, gpus.percent)
 
 
-def _result(shape: Shape, client: ClientAccount, server: dict[str, Any], cpu: float) -> RunResult:
+def _result(
+    shape: Shape,
+    client: ClientAccount,
+    server: dict[str, Any],
+    cpu: float,
+    gpu_percent: float | None,
+) -> RunResult:
     phases = client.phases_ms if client.phases_ms is not None else server
     return RunResult(
         mode=shape.mode,
@@ -113,6 +123,7 @@ def _result(shape: Shape, client: ClientAccount, server: dict[str, Any], cpu: fl
         batch_sizes=server["batch_sizes"],
         cpu_percent=round(cpu, 1),
         cpu_cores=usable_cpu_count(),
+        gpu_percent=gpu_percent,
         **{f"{phase}_ms": phases[phase] for phase in PHASES},
     )
 

@@ -47,7 +47,8 @@ class JobSerializer(serializers.Serializer[Any]):
 class LoadTestSerializer(JobSerializer):
     result = serializers.JSONField(
         help_text="p50/p95/p99_ms, throughput_per_s, errors, queue_ms, "
-        "compute_{input,infer,output}_ms, batch_sizes, cpu_percent, and generator: "
+        "compute_{input,infer,output}_ms, batch_sizes, cpu_percent, cpu_cores, gpu_percent (the "
+        "server's GPUs' mean utilisation; null where it has none), and generator: "
         "the load generator that measured it (built-in or perf_analyzer)."
     )
 
