@@ -11,6 +11,7 @@ from rest_framework import status
 
 from repository import errors
 from repository.tuning import errors as tuning_errors
+from repository.tuning.sample_inputs import SampleInputTooLargeError
 
 _TABLE: dict[type[errors.RegistryError], int] = {
     errors.ModelNotFoundError: status.HTTP_404_NOT_FOUND,
@@ -39,6 +40,8 @@ _TABLE: dict[type[errors.RegistryError], int] = {
     tuning_errors.JobStateError: status.HTTP_409_CONFLICT,
     tuning_errors.NothingToApplyError: status.HTTP_409_CONFLICT,
     tuning_errors.SloRequiredError: status.HTTP_400_BAD_REQUEST,
+    tuning_errors.SampleInputNotFoundError: status.HTTP_404_NOT_FOUND,
+    SampleInputTooLargeError: status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
 }
 
 

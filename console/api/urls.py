@@ -8,6 +8,7 @@ from console.api.views.audit import EventListApi
 from console.api.views.golden import GoldenRequestDetailApi, GoldenRequestListApi
 from console.api.views.models import ModelDetailApi, ModelListApi
 from console.api.views.replicas import ReplicaListApi
+from console.api.views.sample_inputs import SampleInputDetailApi, SampleInputListApi
 from console.api.views.tokens import TokenDetailApi, TokenListApi
 from console.api.views.tuning import (
     LoadTestCancelApi,
@@ -51,6 +52,12 @@ urlpatterns = [
         name="golden-detail",
     ),
     path("models/<str:name>/slo/", SloApi.as_view(), name="slo"),
+    path(f"{V}sample-inputs/", SampleInputListApi.as_view(), name="sample-input-list"),
+    path(
+        f"{V}sample-inputs/<int:sample_id>/",
+        SampleInputDetailApi.as_view(),
+        name="sample-input-detail",
+    ),
     path(f"{V}loadtests/", LoadTestListApi.as_view(), name="loadtest-list"),
     path(f"{V}loadtests/<int:job_id>/", LoadTestDetailApi.as_view(), name="loadtest-detail"),
     path(f"{V}loadtests/<int:job_id>/cancel/", LoadTestCancelApi.as_view(), name="loadtest-cancel"),

@@ -32,6 +32,18 @@ class JobNotFoundError(RegistryError):
         super().__init__(f"{kind} {job_id} does not exist here", kind=kind, id=job_id)
 
 
+class SampleInputNotFoundError(RegistryError):
+    code = "sample_input_not_found"
+
+    def __init__(self, name: str, version: int, sample_id: int) -> None:
+        super().__init__(
+            f"{name} v{version} has no sample input {sample_id}",
+            model=name,
+            version=version,
+            id=sample_id,
+        )
+
+
 class JobStateError(RegistryError):
     """A move the job's state does not allow (apply an unfinished tuning, cancel a finished one)."""
 

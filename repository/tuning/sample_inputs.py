@@ -29,6 +29,10 @@ class SampleInputError(RegistryError):
         super().__init__(message)
 
 
+class SampleInputTooLargeError(SampleInputError):
+    code = "sample_input_too_large"
+
+
 def sample_inputs_read(
     files: Sequence[tuple[str, bytes]], *, config_text: str, max_bytes: int
 ) -> list[dict[str, Any]]:
@@ -37,7 +41,7 @@ def sample_inputs_read(
         raise SampleInputError("choose a .json file, or one .npy file per input")
     size = sum(len(content) for _, content in files)
     if size > max_bytes:
-        raise SampleInputError(
+        raise SampleInputTooLargeError(
             f"the upload holds {size} bytes; sample inputs may hold at most {max_bytes}"
         )
     suffixes = {PurePath(name).suffix.lower() for name, _ in files}
