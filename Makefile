@@ -13,9 +13,9 @@ GPU_WHEELS ?=
 LOCK := $(if $(GPU),requirements-gpu.lock,requirements.lock)
 PIP_SOURCE := $(if $(GPU_WHEELS),--no-index --find-links $(GPU_WHEELS),)
 
-.PHONY: install run test test-embedded lint lock lock-gpu bench gpu-check browser sandbox proxy clean
+.PHONY: install run test test-embedded lint lock lock-gpu bench gpu-check browser sandbox proxy promtool clean
 
-install: $(STAMP) static/vendor/.installed sandbox proxy
+install: $(STAMP) static/vendor/.installed sandbox proxy promtool
 
 $(STAMP): $(LOCK) pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -54,6 +54,20 @@ proxy:
 	   dpkg -x nginx_*.deb $(abspath $(VENV))/nginx && rm -rf $$tmp && \
 	   test -x $(abspath $(NGINX))) || \
 	  echo "no nginx, and none could be unpacked: tests/deploy/test_proxy_tls.py will skip"
+
+# promtool for tests/repository/tuning/test_alerts.py, which checks and unit-tests the SLO
+# alerting rules with Prometheus's own rule parser and evaluator. Only promtool is kept from
+# Debian's prometheus package, unpacked into the venv: the package would install a server.
+PROMTOOL := $(VENV)/prometheus/usr/bin/promtool
+promtool:
+	@command -v promtool >/dev/null || test -x $(PROMTOOL) || \
+	  (tmp=$$(mktemp -d) && cd $$tmp && \
+	   (apt-get download -qq prometheus >/dev/null 2>&1 || \
+	    (apt-get update -qq && apt-get download -qq prometheus >/dev/null)) && \
+	   dpkg -x prometheus_*.deb unpacked && mkdir -p $(abspath $(dir $(PROMTOOL))) && \
+	   cp unpacked/usr/bin/promtool $(abspath $(PROMTOOL)) && rm -rf $$tmp && \
+	   test -x $(abspath $(PROMTOOL))) || \
+	  echo "no promtool, and none could be unpacked: the alert rules get the schema test only"
 
 run: install
 	$(BIN)/python manage.py runplatform
