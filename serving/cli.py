@@ -29,9 +29,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="address to bind (default 0.0.0.0; 127.0.0.1 in registry mode, auth off)")  # fmt: skip
     add("--http-port", type=int, help="HTTP port (default 8000; 0 = any free port, -1 = off)")
     add("--grpc-port", type=int, help="gRPC port (default 8001; 0 = any free port, -1 = off)")
+    add("--workers", type=int,
+        help="front-end processes per protocol: sets --grpc-workers and --http-workers where "
+             "they are not given (default 0: both protocols in this process)")  # fmt: skip
     add("--grpc-workers", type=int,
         help="gRPC front-end processes sharing the gRPC port (SO_REUSEPORT) that relay calls to "
              "this one (default 0: gRPC in this process)")  # fmt: skip
+    add("--http-workers", type=int,
+        help="HTTP front-end processes sharing the HTTP port (SO_REUSEPORT) that relay requests "
+             "to this one (default 0: HTTP in this process)")  # fmt: skip
     add("--metrics-port", type=int, help="metrics port (default 8002; 0 = any, -1 = off)")
     add("--strict-readiness", type=parse_bool, nargs="?", const=True,
         help="ready only when every model version is READY (default true)")  # fmt: skip
@@ -99,11 +105,14 @@ TLS_KEYS = ("grpc_use_ssl", "grpc_use_ssl_mutual", "grpc_server_cert", "grpc_ser
 def settings_from_args(options: dict[str, Any]) -> ServingSettings:
     keys = ("model_repository", "model_control_mode", "repository_poll_s", "model_config_name",
             "auto_complete_config", "host", "http_port", "grpc_port", "grpc_workers",
-            "metrics_port", "strict_readiness", "exit_on_error", "max_request_bytes",
-            "exit_timeout_s", "drain_grace_s", "server_id", "cache_dir", "max_in_flight_requests",
-            "on_demand_max_versions", "on_demand_idle_s")  # fmt: skip
+            "http_workers", "metrics_port", "strict_readiness", "exit_on_error",
+            "max_request_bytes", "exit_timeout_s", "drain_grace_s", "server_id", "cache_dir",
+            "max_in_flight_requests", "on_demand_max_versions", "on_demand_idle_s")  # fmt: skip
     every = (*keys, "http_body_timeout_s", *TLS_KEYS)
     overrides: dict[str, Any] = {key: options.get(key) for key in every}
+    for protocol_workers in ("grpc_workers", "http_workers"):
+        if overrides[protocol_workers] is None:
+            overrides[protocol_workers] = options.get("workers")
     for repeated in ("load_models", "http_restricted_apis", "grpc_restricted_protocols"):
         if options.get(repeated):
             overrides[repeated] = tuple(options[repeated])

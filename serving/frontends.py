@@ -1,10 +1,12 @@
-"""``serve --grpc-workers N``: N gRPC front-end processes on the gRPC port, one serving process.
+"""``serve --workers N``: N front-end processes per protocol on its port, one serving process.
 
-Each front-end (``serving.protocol.grpc.frontend``) listens on the gRPC port with
-``SO_REUSEPORT`` and relays raw call bytes over its own Unix socket pair; this process runs every
-call (``serving.protocol.grpc.relay``), so statistics, metrics, the registry source and the
-access table stay one per replica. The port is held here by a bound, never listening socket, so
-a front-end that restarts gets the same port back. Front-ends start contained like model
+Each front-end (``serving.protocol.grpc.frontend``, ``serving.protocol.http.frontend``) listens
+on its protocol's port with ``SO_REUSEPORT`` and relays what its clients send over its own Unix
+socket pair; this process runs every call and request (``serving.protocol.grpc.relay``,
+``serving.protocol.http.relay``), so there is one scheduler and one queue per model, and
+statistics, metrics, the registry source and the access table stay one per replica. The port is
+held here by a bound, never listening socket, so a front-end that restarts gets the same port
+back. Front-ends start contained like model
 processes (``launch``: allow-listed environment, no secrets, death with the server), are
 restarted when one dies (at most ``MAX_RESTARTS`` within ``RESTART_WINDOW_S``, then its slot
 stays empty and an error says so), and get SIGTERM on shutdown, then SIGKILL past the drain.
@@ -22,13 +24,12 @@ import subprocess
 import sys
 import time
 from collections import deque
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from serving.backends.python import launch
-from serving.protocol.grpc.relay import Dispatcher, RelayConnection
 
-logger = logging.getLogger("serving.grpc")
+logger = logging.getLogger("serving.frontends")
 
 READY_TIMEOUT_S = 60.0
 MAX_RESTARTS = 5
@@ -45,7 +46,7 @@ class Frontend:
     def __init__(self, pool: FrontendPool, index: int) -> None:
         self.pool, self.index = pool, index
         self.process: subprocess.Popen[bytes] | None = None
-        self.connection: RelayConnection | None = None
+        self.connection: Any = None  # this process's end of the socket (pool.connect)
         self.ready = asyncio.Event()
         self.gone = asyncio.Event()
         self.restarts: deque[float] = deque()
@@ -55,18 +56,14 @@ class Frontend:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         self.ready, self.gone = asyncio.Event(), asyncio.Event()
         try:
-            command = [
-                sys.executable, "-m", "serving.protocol.grpc.frontend",
-                "--fd", str(theirs.fileno()), "--address", self.pool.address,
-                "--max-message-bytes", str(self.pool.max_message_bytes),
-                "--grace-s", str(self.pool.grace_s),
-            ]  # fmt: skip
+            command = [sys.executable, "-m", self.pool.module, "--fd", str(theirs.fileno()),
+                       *self.pool.arguments]  # fmt: skip
             self.process = await loop.run_in_executor(
                 None, lambda: launch.launch(command, pass_fds=(theirs.fileno(),))
             )
         finally:
             theirs.close()
-        connection = RelayConnection(self.pool.dispatcher, self.ready.set, self._lost)
+        connection = self.pool.connect(self.ready.set, self._lost)
         self.connection = connection
         await loop.create_unix_connection(lambda: connection, sock=ours)
         await self._wait_ready()
@@ -80,8 +77,8 @@ class Frontend:
         if not self.ready.is_set():
             self.kill()
             raise FrontendStartError(
-                f"gRPC front-end {self.index} did not listen on {self.pool.address} "
-                f"within {READY_TIMEOUT_S:.0f} s"
+                f"{self.pool.protocol} front-end {self.index} did not listen on "
+                f"{self.pool.address} within {READY_TIMEOUT_S:.0f} s"
             )
 
     def _lost(self) -> None:
@@ -96,16 +93,18 @@ class Frontend:
             self.restarts.popleft()
         if len(self.restarts) >= MAX_RESTARTS:
             logger.error(
-                "gRPC front-end %d %s; not restarted: %d restarts within %.0f s",
-                self.index, code, MAX_RESTARTS, RESTART_WINDOW_S,
+                "%s front-end %d %s; not restarted: %d restarts within %.0f s",
+                self.pool.protocol, self.index, code, MAX_RESTARTS, RESTART_WINDOW_S,
             )  # fmt: skip
             return
         self.restarts.append(now)
-        logger.warning("gRPC front-end %d %s; restarting it", self.index, code)
+        logger.warning("%s front-end %d %s; restarting it", self.pool.protocol, self.index, code)
         try:
             await self.start()
         except (FrontendStartError, OSError) as exc:
-            logger.error("gRPC front-end %d could not restart: %s", self.index, exc)
+            logger.error(
+                "%s front-end %d could not restart: %s", self.pool.protocol, self.index, exc
+            )
 
     async def _reap(self, timeout_s: float) -> str:
         """Wait for the process to end (SIGKILL past ``timeout_s``); how it ended."""
@@ -133,18 +132,24 @@ class Frontend:
 
 
 class FrontendPool:
-    """The N front-ends of one serving process and the port they share."""
+    """The N front-ends of one protocol of one serving process, and the port they share.
+
+    ``module`` is the front-end's ``python -m`` module, started with ``--fd`` (its end of the
+    socket) and ``arguments``; ``connect(on_ready, on_lost)`` makes this process's end of a
+    front-end's socket (an ``asyncio.Protocol`` with ``close``)."""
 
     def __init__(
-        self, count: int, host: str, port: int, dispatcher: Dispatcher, *,
-        max_message_bytes: int, grace_s: float,
+        self, protocol: str, count: int, host: str, port: int, *, module: str,
+        arguments: Callable[[str, int], list[str]],
+        connect: Callable[[Callable[[], None], Callable[[], None]], Any], grace_s: float,
     ) -> None:  # fmt: skip
-        self.dispatcher = dispatcher
-        self.max_message_bytes, self.grace_s = max_message_bytes, grace_s
+        self.protocol, self.module, self.connect = protocol, module, connect
+        self.grace_s = grace_s
         self.stopping = False
         self._reservation = _reserve(host, port)
         self.port = int(self._reservation.getsockname()[1])
         self.address = f"[{host}]:{self.port}" if ":" in host else f"{host}:{self.port}"
+        self.arguments = arguments(host, self.port)
         self.frontends = [Frontend(self, index) for index in range(count)]
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -155,7 +160,7 @@ class FrontendPool:
             await self.stop(grace_s=0.0)
             raise
         pids = ", ".join(str(f.process.pid) for f in self.frontends if f.process is not None)
-        logger.info("gRPC front-ends listening on %s (pids %s)", self.address, pids)
+        logger.info("%s front-ends listening on %s (pids %s)", self.protocol, self.address, pids)
 
     def spawn(self, coroutine: Coroutine[Any, Any, None]) -> None:
         task = asyncio.ensure_future(coroutine)
@@ -180,9 +185,18 @@ class FrontendPool:
 
 
 def _reserve(host: str, port: int) -> socket.socket:
-    """Bind (never listen on) the gRPC port with SO_REUSEPORT: the front-ends join it, and it
-    stays this replica's while one restarts."""
+    """Bind (never listen on) the port with SO_REUSEPORT: the front-ends join it, and it stays
+    this replica's while one restarts.
+
+    NOTE: SO_REUSEPORT lets any socket of the same user with the option join a port, so a port
+    that another server's front-ends already listen on would be shared with it, splitting its
+    traffic, where an in-process listener fails with "address in use". A plain bind first
+    (which any listener, sharing or not, refuses) makes the port's owner fail the same way."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # TIME_WAIT is no owner
+        probe.bind((host, port))
+        port = int(probe.getsockname()[1])
     sock = socket.socket(family, socket.SOCK_STREAM)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

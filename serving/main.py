@@ -33,7 +33,7 @@ from serving.protocol.admission import InFlightLimit
 from serving.protocol.grpc.service import create_grpc_server
 from serving.protocol.http.admission import InFlightMiddleware
 from serving.protocol.http.app import HttpApp
-from serving.protocol.http.body_timeout import client_timeouts_protocol
+from serving.protocol.http.listener import data_plane_server
 from serving.protocol.http.metrics_app import MetricsApp
 from serving.protocol.http.restricted import RestrictedApiMiddleware
 from serving.protocol.restricted import HTTP_FLAG, parse_restrictions
@@ -42,7 +42,7 @@ from serving.settings import PORT_DISABLED, ServingSettings
 from serving.sources import ModelSource
 
 if TYPE_CHECKING:
-    from serving.grpc_frontends import FrontendPool
+    from serving.frontends import FrontendPool
 
 logger = logging.getLogger("serving")
 
@@ -57,8 +57,9 @@ class BoundPorts:
     http: int | None = None
     grpc: int | None = None
     metrics: int | None = None
-    # The processes behind the gRPC port under --grpc-workers (None when gRPC runs in-process).
+    # The processes behind each port under --workers (None where the protocol runs in-process).
     grpc_frontends: FrontendPool | None = None
+    http_frontends: FrontendPool | None = None
 
 
 class StartupError(RuntimeError):
@@ -114,7 +115,8 @@ async def run_server(
         await server.shutdown()
         raise StartupError("failed to load all models: " + "; ".join(errors))
     ports = BoundPorts()
-    http_server = metrics_server = None
+    metrics_server = None
+    http_server: uvicorn.Server | FrontendPool | None = None
     grpc_server: grpc.aio.Server | FrontendPool | None = None
     http_task = metrics_task = None
     in_flight = InFlightLimit(settings.max_in_flight_requests)
@@ -204,22 +206,13 @@ def _bind(host: str, port: int) -> socket.socket:
 
 
 def _uvicorn(app: Any, settings: ServingSettings, tls: dict[str, Any]) -> uvicorn.Server:
-    config = uvicorn.Config(
+    return data_plane_server(
         app,
-        http=client_timeouts_protocol(settings.http_header_timeout_s, settings.http_body_timeout_s),
-        lifespan="off",
-        access_log=False,
-        log_config=None,
-        server_header=False,
-        timeout_keep_alive=60,
-        timeout_graceful_shutdown=int(settings.exit_timeout_s) or 1,
-        h11_max_incomplete_event_size=None,
-        **tls,
+        header_timeout_s=settings.http_header_timeout_s,
+        body_timeout_s=settings.http_body_timeout_s,
+        graceful_shutdown_s=settings.exit_timeout_s,
+        tls=tls,
     )
-    # NOTE: no per-request access log on the data plane (it costs more than routing does).
-    access = logging.getLogger("uvicorn.access")
-    access.handlers, access.propagate, access.disabled = [], False, True
-    return uvicorn.Server(config)
 
 
 async def _serve_uvicorn(
@@ -244,9 +237,28 @@ async def _start_http(
     ports: BoundPorts,
     in_flight: InFlightLimit,
     guard: AccessGuard | None,
-) -> tuple[uvicorn.Server | None, asyncio.Task[None] | None]:
+) -> tuple[uvicorn.Server | FrontendPool | None, asyncio.Task[None] | None]:
     if settings.http_port == PORT_DISABLED:
         return None, None
+    app = _http_app(settings, server, in_flight, guard)
+    if settings.http_workers:
+        from serving.frontend_start import start_http_frontends
+
+        pool = await start_http_frontends(settings, app)
+        ports.http, ports.http_frontends = pool.port, pool
+        return pool, None
+    tls = uvicorn_tls(settings.http_ssl_cert, settings.http_ssl_key)
+    http, task, ports.http = await _serve_uvicorn(app, settings, settings.http_port, tls=tls)
+    return http, task
+
+
+def _http_app(
+    settings: ServingSettings,
+    server: InferenceServer,
+    in_flight: InFlightLimit,
+    guard: AccessGuard | None,
+) -> Any:
+    """The HTTP listener's ASGI stack, the same in-process and behind front-ends."""
     app: Any = HttpApp(server, max_request_bytes=settings.max_request_bytes)
     if in_flight.limit:
         app = InFlightMiddleware(app, in_flight)
@@ -259,9 +271,7 @@ async def _start_http(
     restrictions = parse_restrictions(settings.http_restricted_apis, flag=HTTP_FLAG)
     if restrictions:
         app = RestrictedApiMiddleware(app, restrictions)
-    tls = uvicorn_tls(settings.http_ssl_cert, settings.http_ssl_key)
-    http, task, ports.http = await _serve_uvicorn(app, settings, settings.http_port, tls=tls)
-    return http, task
+    return app
 
 
 async def _start_grpc(
@@ -301,29 +311,13 @@ async def _start_grpc_frontends(
     in_flight: InFlightLimit,
     guard: AccessGuard | None,
 ) -> FrontendPool | None:
-    """``--grpc-workers N``: N front-end processes relaying to this one (``grpc_frontends``)."""
+    """``--grpc-workers N``: N front-end processes relaying to this one (``frontends``)."""
     if settings.grpc_port == PORT_DISABLED:
         return None
-    from serving.grpc_frontends import FrontendPool
-    from serving.protocol.grpc.relay import Dispatcher
-    from serving.protocol.grpc.service import edge_interceptors, register_services
+    from serving.frontend_start import start_grpc_frontends
 
-    guarded = None
-    if guard is not None:
-        from serving.access.grpc import GuardedServicer
-
-        guarded = functools.partial(GuardedServicer, guard=guard)
-    limit = in_flight if in_flight.limit else None
-    dispatcher = Dispatcher(
-        lambda target: register_services(target, server, guarded),
-        edge_interceptors(server, limit),
-    )
-    pool = FrontendPool(
-        settings.grpc_workers, settings.host, settings.grpc_port, dispatcher,
-        max_message_bytes=settings.max_request_bytes, grace_s=settings.exit_timeout_s,
-    )  # fmt: skip
+    pool = await start_grpc_frontends(settings, server, in_flight, guard)
     ports.grpc, ports.grpc_frontends = pool.port, pool
-    await pool.start()
     return pool
 
 
@@ -353,12 +347,15 @@ def _start_live_stats_sampler(server: InferenceServer) -> asyncio.Task[None] | N
 
 async def _stop_transports(
     settings: ServingSettings,
-    http_server: uvicorn.Server | None,
+    http_server: uvicorn.Server | FrontendPool | None,
     http_task: asyncio.Task[None] | None,
     grpc_server: grpc.aio.Server | FrontendPool | None,
 ) -> None:
-    waits = [asyncio.ensure_future(_stop_uvicorn(http_server, http_task,
-                                                 timeout_s=settings.exit_timeout_s))]  # fmt: skip
+    if isinstance(http_server, uvicorn.Server) or http_server is None:
+        stop_http = _stop_uvicorn(http_server, http_task, timeout_s=settings.exit_timeout_s)
+    else:
+        stop_http = http_server.stop(grace_s=settings.exit_timeout_s)
+    waits = [asyncio.ensure_future(stop_http)]
     if isinstance(grpc_server, grpc.aio.Server):
         waits.append(asyncio.ensure_future(grpc_server.stop(grace=settings.exit_timeout_s)))
     elif grpc_server is not None:

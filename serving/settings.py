@@ -42,6 +42,7 @@ class ServingSettings:
     http_port: int = 8000
     grpc_port: int = 8001
     grpc_workers: int = 0  # gRPC front-end processes relaying to this one; 0: gRPC in-process
+    http_workers: int = 0  # HTTP front-end processes relaying to this one; 0: HTTP in-process
     metrics_port: int = 8002
     strict_readiness: bool = True
     exit_on_error: bool = True
@@ -123,6 +124,7 @@ class ServingSettings:
         if self.max_in_flight_requests < 0:
             problems.append("--max-in-flight-requests: must not be negative")
         problems.extend(self._grpc_worker_problems())
+        problems.extend(self._http_worker_problems())
         if self.on_demand_max_versions < 0:
             problems.append("--on-demand-max-versions: must not be negative")
         if self.on_demand_idle_s <= 0:
@@ -143,6 +145,19 @@ class ServingSettings:
             ]
         if self.grpc_workers and self.max_request_bytes >= 2**32 - 2**16:
             return ["--grpc-workers: --http-max-input-size must be under 4 GiB"]
+        return []
+
+    def _http_worker_problems(self) -> list[str]:
+        if self.http_workers < 0:
+            return ["--http-workers: must not be negative"]
+        if self.http_workers and (self.http_ssl_cert or self.http_ssl_key):
+            # NOTE: as for gRPC: a front-end would need the private key; front-ends hold no secrets.
+            return [
+                "--http-workers: HTTPS is served in-process only; terminate TLS in a proxy in "
+                "front, or use --http-workers 0"
+            ]
+        if self.http_workers and self.max_request_bytes >= 2**32 - 2**16:
+            return ["--http-workers: --http-max-input-size must be under 4 GiB"]
         return []
 
     def _tls_problems(self) -> list[str]:
@@ -267,6 +282,7 @@ _ENV_FIELDS: dict[str, tuple[str, type]] = {
     "SERVING_HTTP_PORT": ("http_port", int),
     "SERVING_GRPC_PORT": ("grpc_port", int),
     "SERVING_GRPC_WORKERS": ("grpc_workers", int),
+    "SERVING_HTTP_WORKERS": ("http_workers", int),
     "SERVING_METRICS_PORT": ("metrics_port", int),
     "SERVING_STRICT_READINESS": ("strict_readiness", bool),
     "SERVING_EXIT_ON_ERROR": ("exit_on_error", bool),
@@ -319,6 +335,9 @@ def settings_from_env(env: Mapping[str, str] | None = None, **overrides: object)
     ):
         if env.get(variable):  # several groups separated by ';' (a group holds ',' and ':')
             values[field] = tuple(g for g in env[variable].split(";") if g)
+    if env.get("SERVING_WORKERS"):  # both protocols' front-ends, where not set one by one
+        for field in ("grpc_workers", "http_workers"):
+            values.setdefault(field, int(env["SERVING_WORKERS"]))
     if env.get("REDIS_URL"):
         values["redis_url"] = env["REDIS_URL"]
     if env.get("PORTICO_INFERENCE_AUTH"):

@@ -15,9 +15,7 @@ import time
 from collections import Counter
 
 # Upper bounds in microseconds, roughly x1.5 per step from 25 µs to 60 s; the last bucket is +Inf.
-LATENCY_BUCKET_BOUNDS_US: tuple[float, ...] = tuple(
-    round(25 * 1.5**i) for i in range(37)
-)
+LATENCY_BUCKET_BOUNDS_US: tuple[float, ...] = tuple(round(25 * 1.5**i) for i in range(37))
 
 FAILURE_REASONS = ("REJECTED", "CANCELED", "BACKEND", "OTHER")
 PHASES = ("request", "queue", "compute_input", "compute_infer", "compute_output")

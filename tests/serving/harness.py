@@ -25,6 +25,12 @@ from serving.settings import ServingSettings
 ROOT = Path(__file__).resolve().parents[2]
 
 
+# Module fixtures parametrised with these run their tests with HTTP in the serving process and
+# again through two HTTP front-end processes (``--http-workers 2``).
+HTTP_WORKERS = (0, 2)
+HTTP_WORKER_IDS = ("http-in-process", "http-frontends")
+
+
 def folder_settings(repo: Path, **overrides: Any) -> ServingSettings:
     values: dict[str, Any] = {
         "model_repository": repo, "host": "127.0.0.1", "http_port": 0, "grpc_port": 0,
@@ -158,3 +164,29 @@ def _datatype(x: np.ndarray[Any, Any]) -> str:
     from tritonclient.utils import np_to_triton_dtype
 
     return str(np_to_triton_dtype(x.dtype))
+
+
+def frontend_children(pid: int, module: str) -> list[int]:
+    """The front-end processes running ``module`` among ``pid``'s children (model processes are
+    children too)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+                command = Path(f"/proc/{entry}/cmdline").read_bytes()
+            except OSError:
+                continue
+            parent = int(stat[stat.rindex(")") + 2 :].split()[1])
+            if parent == pid and module.encode() in command:
+                found.append(int(entry))
+    return found
+
+
+def process_alive(pid: int) -> bool:
+    """``pid`` runs (a zombie does not count)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rindex(")") + 2] != "Z"

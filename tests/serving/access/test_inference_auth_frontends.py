@@ -1,6 +1,7 @@
-"""Inference tokens with ``--grpc-workers 2``: the front-ends hold no token table, so every check
-runs in the serving process on the relayed metadata; the gRPC tests of ``test_inference_auth``
-again through the front-ends, and a stream refused without a token."""
+"""Inference tokens with ``--workers 2`` (two gRPC and two HTTP front-ends): the front-ends hold
+no token table, so every check runs in the serving process on the relayed metadata and headers;
+the tests of ``test_inference_auth`` again through the front-ends, and a stream refused without
+a token."""
 
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ pytestmark = [pytest.mark.embedded, pytest.mark.django_db(transaction=True)]
 
 @pytest.fixture
 def replica(tmp_path: Path, models: None) -> Iterator[ServingProcess]:  # noqa: F811
-    relayed = dataclasses.replace(settings(tmp_path, "replica-a"), grpc_workers=2)
+    relayed = dataclasses.replace(settings(tmp_path, "replica-a"), grpc_workers=2, http_workers=2)
     with ServingProcess(relayed) as server:
         yield server
 

@@ -23,7 +23,7 @@ from serving.core.datatypes import MAX_BYTES_ELEMENTS
 from serving.core.server import InferenceServer
 from serving.main import ServingProcess
 from serving.sources.directory import DirectorySource
-from tests.serving.harness import folder_settings, identity_input
+from tests.serving.harness import HTTP_WORKER_IDS, HTTP_WORKERS, folder_settings, identity_input
 
 pytestmark = pytest.mark.embedded
 
@@ -69,8 +69,11 @@ def gate(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("gate") / "open"
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory, gate: Path) -> Iterator[ServingProcess]:
+@pytest.fixture(scope="module", params=HTTP_WORKERS, ids=HTTP_WORKER_IDS)
+def server(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, gate: Path
+) -> Iterator[ServingProcess]:
+    gate.unlink(missing_ok=True)  # closed again for each of the fixture's servers
     repo: Path = tmp_path_factory.mktemp("repo")
     dm.write_onnx_identity(repo, "identity", dims=(-1,), max_batch_size=8)
     dm.write_onnx_identity(repo, "identity_bytes", dtype="BYTES", dims=(-1,), max_batch_size=8)
@@ -81,7 +84,8 @@ def server(tmp_path_factory: pytest.TempPathFactory, gate: Path) -> Iterator[Ser
         instance_kind="KIND_CPU", parameters={"gate": str(gate)},
     )  # fmt: skip
     dm.write_python_model(repo, "gated", GATED_MODEL, config)
-    settings = folder_settings(repo, max_in_flight_requests=2, max_request_bytes=MAX_REQUEST_BYTES)
+    settings = folder_settings(repo, max_in_flight_requests=2, max_request_bytes=MAX_REQUEST_BYTES,
+                               http_workers=request.param)  # fmt: skip
     with ServingProcess(settings, FaultySource(settings)) as process:
         yield process
 

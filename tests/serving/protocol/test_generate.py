@@ -15,7 +15,7 @@ import pytest
 from repository import demo_models as dm
 from serving.main import ServingProcess
 from tests.serving.backends.python.test_decoupled import REPEAT, REPEAT_CONFIG
-from tests.serving.harness import folder_settings
+from tests.serving.harness import HTTP_WORKER_IDS, HTTP_WORKERS, folder_settings
 
 pytestmark = [pytest.mark.embedded, pytest.mark.timeout(180)]
 
@@ -61,15 +61,17 @@ SSE = "text/event-stream; charset=utf-8"
 JSON = "application/json"
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServingProcess]:
+@pytest.fixture(scope="module", params=HTTP_WORKERS, ids=HTTP_WORKER_IDS)
+def server(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ServingProcess]:
     repo: Path = tmp_path_factory.mktemp("generate")
     dm.write_python_model(repo, "repeat", REPEAT, REPEAT_CONFIG)
     dm.write_python_model(repo, "repeat_cancel", REPEAT, REPEAT_CONFIG)  # only the cancel test's
     dm.write_python_model(repo, "chatter", CHATTER, CHATTER_CONFIG)
     dm.write_onnx_add_sub(repo, "simple", dims=(16,), max_batch_size=8)
     dm.write_onnx_identity(repo, "identity_bytes_one", dtype="BYTES", dims=(1,), max_batch_size=8)
-    process = ServingProcess(folder_settings(repo)).start()
+    process = ServingProcess(folder_settings(repo, http_workers=request.param)).start()
     yield process
     process.stop()
 

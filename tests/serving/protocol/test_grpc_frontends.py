@@ -26,6 +26,8 @@ from serving.settings import ServingSettings
 from tests.serving.harness import (
     folder_settings,
     free_port,
+    frontend_children,
+    process_alive,
     serving_subprocess,
     wait_ready,
     write_protocol_repository,
@@ -222,7 +224,7 @@ def test_sigterm_drains_a_relayed_call_and_stops_the_frontends(tmp_path: Path) -
             "--grpc-workers", "2", "--drain-grace-secs", "2"]  # fmt: skip
     with serving_subprocess(args) as process:
         wait_ready(f"127.0.0.1:{http_port}", process=process)
-        children = _frontend_children(process.pid)
+        children = frontend_children(process.pid, "serving.protocol.grpc.frontend")
         assert len(children) == 2
         results: list[Any] = []
         connected = threading.Event()
@@ -244,31 +246,7 @@ def test_sigterm_drains_a_relayed_call_and_stops_the_frontends(tmp_path: Path) -
         caller.join(60)
         assert process.wait(timeout=60) == 0
     assert len(results) == 1
-    wait_until(lambda: not any(_alive(pid) for pid in children), 30.0)
-
-
-def _frontend_children(pid: int) -> list[int]:
-    """The front-end processes among ``pid``'s children (model processes are children too)."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                stat = Path(f"/proc/{entry}/stat").read_text()
-                command = Path(f"/proc/{entry}/cmdline").read_bytes()
-            except OSError:
-                continue
-            parent = int(stat[stat.rindex(")") + 2 :].split()[1])
-            if parent == pid and b"serving.protocol.grpc.frontend" in command:
-                found.append(int(entry))
-    return found
-
-
-def _alive(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat[stat.rindex(")") + 2] != "Z"
+    wait_until(lambda: not any(process_alive(pid) for pid in children), 30.0)
 
 
 def test_front_ends_refuse_grpc_tls_with_a_clear_message(tmp_path: Path) -> None:

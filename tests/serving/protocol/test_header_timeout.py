@@ -13,7 +13,7 @@ import pytest
 
 from repository import demo_models as dm
 from serving.main import ServingProcess
-from tests.serving.harness import serving
+from tests.serving.harness import HTTP_WORKER_IDS, HTTP_WORKERS, serving
 
 pytestmark = pytest.mark.embedded
 
@@ -21,11 +21,15 @@ HEADER_TIMEOUT_S = 1.0
 LIVE = b"GET /v2/health/live HTTP/1.1\r\nHost: x\r\n\r\n"
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServingProcess]:
+@pytest.fixture(scope="module", params=HTTP_WORKERS, ids=HTTP_WORKER_IDS)
+def server(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ServingProcess]:
     repo: Path = tmp_path_factory.mktemp("repo")
     dm.write_onnx_identity(repo, "identity", dims=(-1,), max_batch_size=8)
-    with serving(repo, http_header_timeout_s=HEADER_TIMEOUT_S) as process:
+    with serving(
+        repo, http_header_timeout_s=HEADER_TIMEOUT_S, http_workers=request.param
+    ) as process:
         yield process
 
 

@@ -16,7 +16,7 @@ import pytest
 import tritonclient.http as httpclient
 
 from repository import demo_models as dm
-from tests.serving.harness import serving
+from tests.serving.harness import HTTP_WORKER_IDS, HTTP_WORKERS, serving
 
 pytestmark = pytest.mark.embedded
 
@@ -27,10 +27,13 @@ def _sleep_input(value: float) -> httpclient.InferInput:
     return tensor
 
 
-def test_disconnected_client_request_is_dropped_from_the_queue(tmp_path: Path) -> None:
+@pytest.mark.parametrize("http_workers", HTTP_WORKERS, ids=HTTP_WORKER_IDS)
+def test_disconnected_client_request_is_dropped_from_the_queue(
+    tmp_path: Path, http_workers: int
+) -> None:
     config = dm.python_sleep_config("slow", max_batch_size=1, dims=(4,), execute_delay_ms=0)
     dm.write_python_model(tmp_path, "slow", dm.PYTHON_SLEEP, config)
-    with serving(tmp_path) as process:
+    with serving(tmp_path, http_workers=http_workers) as process:
         client = httpclient.InferenceServerClient(f"127.0.0.1:{process.ports.http}",
                                                   concurrency=2)  # fmt: skip
         queued = functools.partial(_queue_depth, process.ports.metrics)

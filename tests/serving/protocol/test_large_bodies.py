@@ -18,7 +18,7 @@ import pytest
 from repository import demo_models as dm
 from serving.main import ServingProcess
 from serving.protocol.http.body import PREALLOCATE_AFTER, BodyBuffer
-from tests.serving.harness import serving
+from tests.serving.harness import HTTP_WORKER_IDS, HTTP_WORKERS, serving
 
 pytestmark = pytest.mark.embedded
 
@@ -26,11 +26,13 @@ LARGE = 3 * PREALLOCATE_AFTER  # past every threshold, small enough for a quick 
 CHUNK = 64 * 1024
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServingProcess]:
+@pytest.fixture(scope="module", params=HTTP_WORKERS, ids=HTTP_WORKER_IDS)
+def server(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ServingProcess]:
     repo: Path = tmp_path_factory.mktemp("repo")
     dm.write_onnx_identity(repo, "identity", dims=(-1,), max_batch_size=8)
-    with serving(repo) as process:
+    with serving(repo, http_workers=request.param) as process:
         yield process
 
 

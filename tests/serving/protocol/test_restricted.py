@@ -20,7 +20,13 @@ from tritonclient.utils import InferenceServerException
 from repository import demo_models as dm
 from serving.main import ServingProcess
 from serving.settings import ServingSettings
-from tests.serving.harness import folder_settings, identity_input, serving_subprocess
+from tests.serving.harness import (
+    HTTP_WORKER_IDS,
+    HTTP_WORKERS,
+    folder_settings,
+    identity_input,
+    serving_subprocess,
+)
 
 pytestmark = pytest.mark.embedded
 
@@ -32,13 +38,16 @@ GRPC_INFER = {"triton-grpc-protocol-infer-key": "ok"}
 GRPC_ADMIN = {"triton-grpc-protocol-admin-key": "s3cret"}
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServingProcess]:
+@pytest.fixture(scope="module", params=HTTP_WORKERS, ids=HTTP_WORKER_IDS)
+def server(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ServingProcess]:
     repo: Path = tmp_path_factory.mktemp("repo")
     dm.write_onnx_identity(repo, "identity", dims=(-1,), max_batch_size=8)
     settings = folder_settings(
         repo, model_control_mode="explicit", load_models=("identity",),
         http_restricted_apis=(ADMIN, INFER), grpc_restricted_protocols=(ADMIN, INFER),
+        http_workers=request.param,
     )  # fmt: skip
     with ServingProcess(settings) as process:
         yield process

@@ -1,0 +1,40 @@
+"""The uvicorn server every HTTP listener of the data plane runs (in the serving process, and in
+each HTTP front-end process): httptools with the header and body deadlines, no lifespan, no
+``server`` header and no per-request access log."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import uvicorn
+
+from serving.protocol.http.body_timeout import client_timeouts_protocol
+
+KEEP_ALIVE_S = 60
+
+
+def data_plane_server(
+    app: Any,
+    *,
+    header_timeout_s: float,
+    body_timeout_s: float,
+    graceful_shutdown_s: float,
+    tls: dict[str, Any] | None = None,
+) -> uvicorn.Server:
+    config = uvicorn.Config(
+        app,
+        http=client_timeouts_protocol(header_timeout_s, body_timeout_s),
+        lifespan="off",
+        access_log=False,
+        log_config=None,
+        server_header=False,
+        timeout_keep_alive=KEEP_ALIVE_S,
+        timeout_graceful_shutdown=max(1, int(graceful_shutdown_s)),
+        h11_max_incomplete_event_size=None,
+        **(tls or {}),
+    )
+    # NOTE: no per-request access log on the data plane (it costs more than routing does).
+    access = logging.getLogger("uvicorn.access")
+    access.handlers, access.propagate, access.disabled = [], False, True
+    return uvicorn.Server(config)
