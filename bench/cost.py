@@ -1,19 +1,20 @@
 """Server CPU per request and the batches it formed: this tree beside another, alternating.
 
-`python -m bench cost [--baseline DIR] [--rounds N] [--grpc-workers 1,2]` serves the MLP
-256→1024→1024→16 and the identity model (dynamic batching, max batch 32, delay 0, as the peers
-comparison configures them) from this tree and, when given, from a second tree (e.g. `git worktree
-add ../before main`), and drives each at concurrency 32 over HTTP and gRPC. Beside them it drives
-the transport floor (`bench/transport_floor.py`: an echo model on the same uvicorn and grpc.aio
-stacks).
+`python -m bench cost [--baseline DIR] [--rounds N] [--grpc-workers 1,2] [--http-workers 1,2]`
+serves the MLP 256→1024→1024→16 and the identity model (dynamic batching, max batch 32, delay 0,
+as the peers comparison configures them) from this tree and, when given, from a second tree (e.g.
+`git worktree add ../before main`), and drives each at concurrency 32 over HTTP and gRPC. Beside
+them it drives the transport floor (`bench/transport_floor.py`: an echo model on the same uvicorn
+and grpc.aio stacks).
 
 For each point it reports the server's CPU per request (its process tree's CPU time over the run
 divided by the requests its statistics counted, so perf_analyzer's warm-up and retries are counted
 too) and the mean batch (inferences ÷ executions). CPU per request is the figure that holds on a
 machine shared with other work: a busy neighbour stretches latency and cuts throughput, but the
 CPU each request costs moves much less. Rounds alternate the trees so that drift hits both.
-``--grpc-workers 1,2`` adds this tree served with that many gRPC front-end processes (gRPC only);
-the process tree's CPU includes the front-ends.
+``--grpc-workers 1,2`` adds this tree served with that many gRPC front-end processes (gRPC only),
+``--http-workers 1,2`` the same for HTTP (HTTP only); the process tree's CPU includes the
+front-ends.
 """
 
 from __future__ import annotations
@@ -88,7 +89,11 @@ def write_models(repo: Path) -> None:
         (repo / name / "config.pbtxt").write_text(CONFIG.format(name=name, dims=dims, out=out))
 
 
-WORKERS_LABEL = "--grpc-workers "
+WORKERS_LABELS = {"--grpc-workers ": "grpc", "--http-workers ": "http"}
+
+
+def _workers_protocol(label: str) -> str:
+    return next(protocol for prefix, protocol in WORKERS_LABELS.items() if label.startswith(prefix))
 
 
 @contextlib.contextmanager
@@ -96,7 +101,7 @@ def _target(label: str, repo: Path, baseline: Path | None) -> Iterator[dict[str,
     if label == "floor":
         with transport_floor() as addresses:
             yield addresses
-    elif label.startswith(WORKERS_LABEL):  # this tree, gRPC through front-end processes
+    elif label.startswith(tuple(WORKERS_LABELS)):  # this tree, through front-end processes
         with serving(repo, extra_args=tuple(label.split())) as found:
             yield found
     else:
@@ -143,8 +148,15 @@ def main(argv: list[str] | None = None) -> None:
         "--grpc-workers", type=lambda text: [int(n) for n in text.split(",") if n], default=[],
         help="also serve this tree with --grpc-workers N for each N (comma-separated, gRPC only)",
     )  # fmt: skip
+    parser.add_argument(
+        "--http-workers", type=lambda text: [int(n) for n in text.split(",") if n], default=[],
+        help="also serve this tree with --http-workers N for each N (comma-separated, HTTP only)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
-    workers = [f"{WORKERS_LABEL}{n}" for n in args.grpc_workers if n > 0]
+    workers = [
+        *(f"--grpc-workers {n}" for n in args.grpc_workers if n > 0),
+        *(f"--http-workers {n}" for n in args.http_workers if n > 0),
+    ]
     labels = ["this tree", *(["baseline"] if args.baseline else []), *workers, "floor"]
     points = [
         (label, model, protocol)
@@ -152,7 +164,7 @@ def main(argv: list[str] | None = None) -> None:
         for model in MODELS
         for protocol in ("http", "grpc")
         if (label != "floor" or model == "identity")
-        and (label not in workers or protocol == "grpc")
+        and (label not in workers or protocol == _workers_protocol(label))
     ]
     found: dict[tuple[str, str, str], list[dict[str, float]]] = {p: [] for p in points}
     loads = []
@@ -199,7 +211,7 @@ def main(argv: list[str] | None = None) -> None:
             f"start: {', '.join(loads)}. The floor has no statistics: its CPU per request is its "
             "cores over the run ÷ perf_analyzer's throughput.",
             "Reproduce: `PERF_ANALYZER=/path/to/perf_analyzer python -m bench cost "
-            "[--baseline ../before] [--grpc-workers 1,2]`",
+            "[--baseline ../before] [--grpc-workers 1,2] [--http-workers 1,2]`",
         ]
     )
     report.write_section("cost", body)
