@@ -16,9 +16,18 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    return free_ports(1)[0]
+
+
+def free_ports(count: int) -> list[int]:
+    """``count`` distinct free ports. NOTE: the sockets stay bound until all are chosen: ports
+    picked one after another may repeat, and grpc (which sets SO_REUSEPORT) would then share a
+    port with the HTTP listener instead of failing."""
+    with contextlib.ExitStack() as stack:
+        socks = [stack.enter_context(socket.socket()) for _ in range(count)]
+        for sock in socks:
+            sock.bind(("127.0.0.1", 0))
+        return [int(sock.getsockname()[1]) for sock in socks]
 
 
 @contextlib.contextmanager
@@ -31,7 +40,7 @@ def serving(
 ) -> Iterator[dict[str, str]]:
     """Run `manage.py serve --model-repository` (of the tree at ``root``) and yield its HTTP, gRPC
     and metrics addresses and its process id ("pid")."""
-    http_port, grpc_port, metrics_port = free_port(), free_port(), free_port()
+    http_port, grpc_port, metrics_port = free_ports(3)
     command = [
         sys.executable, str(root / "manage.py"), "serve",
         "--model-repository", str(model_repository),
@@ -52,7 +61,7 @@ def serving(
 @contextlib.contextmanager
 def transport_floor(*, startup_timeout_s: float = 60) -> Iterator[dict[str, str]]:
     """Run `bench.transport_floor` (an echo model on the same stacks) and yield its addresses."""
-    http_port, grpc_port = free_port(), free_port()
+    http_port, grpc_port = free_ports(2)
     command = [
         sys.executable, "-m", "bench.transport_floor",
         "--http-port", str(http_port), "--grpc-port", str(grpc_port),
