@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import access_check, cost, perf_analyzer, report
-from bench.server import _running, free_port
+from bench.server import _running, free_ports
 
 KEY = "bench-inference-key-0123456789abcdefghijklmnop"
 MLP_BATCHING = "dynamic_batching { max_queue_delay_microseconds: 500 }"
@@ -70,7 +70,7 @@ def serve(repository: Path, *, auth: bool, http_port: int, grpc_port: int) -> No
 
 @contextlib.contextmanager
 def server(repository: Path, *, auth: bool) -> Iterator[dict[str, str]]:
-    http_port, grpc_port = free_port(), free_port()
+    http_port, grpc_port = free_ports(2)
     command = [sys.executable, "-m", "bench.inference_auth", "serve", str(repository),
                "--auth", "on" if auth else "off",
                "--http-port", str(http_port), "--grpc-port", str(grpc_port)]  # fmt: skip
