@@ -328,3 +328,28 @@ def test_a_port_another_servers_frontends_listen_on_is_refused_not_shared(
         np.testing.assert_array_equal(
             client.infer("identity", [identity_input(x)]).as_numpy("OUTPUT0"), x
         )
+
+
+def test_a_frontend_that_keeps_dying_stops_being_restarted_and_the_others_serve(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from serving import frontends as pools
+
+    monkeypatch.setattr(pools, "MAX_RESTARTS", 1)  # the budget: one restart per minute
+    dm.write_onnx_identity(tmp_path, "identity", dims=(-1,), max_batch_size=8)
+    with ServingProcess(folder_settings(tmp_path, http_workers=WORKERS)) as process:
+        victim = frontends(process)[0]
+        first = victim.process.pid
+        os.kill(first, signal.SIGKILL)
+        wait_until(lambda: victim.process.pid != first and victim.ready.is_set())
+        second = victim.process.pid
+        os.kill(second, signal.SIGKILL)
+        wait_until(lambda: "not restarted: 1 restarts within 60 s" in caplog.text)
+        assert victim.process.pid == second and victim.process.poll() is not None
+        x = np.ones((1, 2), dtype=np.float32)
+        for _ in range(10):  # new connections all reach the front-end that is left
+            client = httpclient.InferenceServerClient(process.http_url)
+            np.testing.assert_array_equal(
+                client.infer("identity", [identity_input(x)]).as_numpy("OUTPUT0"), x
+            )
+            client.close()
