@@ -15,7 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.s3_server import S3Server, start_s3_server
+# NOTE: before anything starts grpc: the test process forks servers while grpc clients are
+# active, and grpc's fork handlers abort such a child before its exec (see serving/__init__.py).
+os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
+
+from tests.s3_server import S3Server, start_s3_server  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKER_START_TIMEOUT_S = 60
