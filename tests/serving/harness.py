@@ -190,3 +190,11 @@ def process_alive(pid: int) -> bool:
     except OSError:
         return False
     return stat[stat.rindex(")") + 2] != "Z"
+
+
+def wait_until(predicate: Any, deadline_s: float = 60.0) -> None:
+    """Poll ``predicate`` until it holds; fail past ``deadline_s``."""
+    deadline = time.monotonic() + deadline_s
+    while not predicate():
+        assert time.monotonic() < deadline, f"not within {deadline_s} s"
+        time.sleep(0.05)

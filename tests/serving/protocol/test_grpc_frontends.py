@@ -8,7 +8,6 @@ import os
 import queue
 import signal
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -30,6 +29,7 @@ from tests.serving.harness import (
     process_alive,
     serving_subprocess,
     wait_ready,
+    wait_until,
     write_protocol_repository,
 )
 from tests.serving.protocol.conftest import MAX_REQUEST_BYTES
@@ -58,13 +58,6 @@ def frontends(server: ServingProcess) -> list[Any]:
     pool = server.ports.grpc_frontends
     assert pool is not None
     return list(pool.frontends)
-
-
-def wait_until(predicate: Any, deadline_s: float = 60.0) -> None:
-    deadline = time.monotonic() + deadline_s
-    while not predicate():
-        assert time.monotonic() < deadline, f"not within {deadline_s} s"
-        time.sleep(0.05)
 
 
 def identity_count(client: Any) -> int:
