@@ -147,7 +147,7 @@ class HttpApp:
         action = rest[0] if len(rest) == 1 else "" if not rest else None
         if action == "infer":
             _allow(method, "POST")
-            return await self._infer(name, version, receive, send, headers)
+            return await self._infer(name, version, scope, receive, send, headers)
         if action in ("generate", "generate_stream"):
             _allow(method, "POST")
             body = await self._json_body(receive, headers)
@@ -155,8 +155,12 @@ class HttpApp:
             request = generate.decode_request(body, signature, model_name=name,
                                               model_version=version)  # fmt: skip
             if action == "generate_stream":
-                return await until_disconnect(generate.stream(self.server, request, send), receive)
-            response = await until_disconnect(generate.one_response(self.server, request), receive)
+                return await until_disconnect(
+                    generate.stream(self.server, request, send), receive, scope
+                )
+            response = await until_disconnect(
+                generate.one_response(self.server, request), receive, scope
+            )
             return await _send(send, 200, generate.encode_response(response), _JSON)
         if action == "":
             _allow(method, "GET")
@@ -186,6 +190,7 @@ class HttpApp:
         self,
         name: str,
         version: int | None,
+        scope: Scope,
         receive: Receive,
         send: Send,
         headers: dict[bytes, bytes],
@@ -211,7 +216,7 @@ class HttpApp:
                 raise _missing_header_length()
             request = decode_infer_request(header, binary, model_name=name, model_version=version)
         infer = self.server.infer(request, decoupled_error=DECOUPLED_HTTP)
-        response = await until_disconnect(infer, receive)
+        response = await until_disconnect(infer, receive, scope)
         json_body, parts, any_binary = encode_infer_response(response, request)
         out_headers: list[tuple[bytes, bytes]] = []
         if any_binary:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, Coroutine, MutableMapping
 from typing import Any, TypeVar
 
 Message = MutableMapping[str, Any]
@@ -11,19 +11,77 @@ Receive = Callable[[], Awaitable[Message]]
 
 T = TypeVar("T")
 
+# The scope extension under which a listener that knows when a connection is lost puts the
+# request's ``DisconnectWatch`` (the in-process listener's protocol and the front-end relay do).
+DISCONNECT_EXTENSION = "portico.disconnect"
+
 
 class ClientDisconnected(Exception):
     """The client closed the connection before its answer was ready; nothing is sent."""
 
 
-async def until_disconnect(work: Awaitable[T], receive: Receive) -> T:
+class DisconnectWatch:
+    """One request's end of its connection: ``lost()`` cancels the task awaiting its work.
+
+    The listener calls ``lost()`` when the connection goes; ``run`` is ``until_disconnect``
+    without a task of its own per request, which is most of what that costs.
+    """
+
+    __slots__ = ("disconnected", "_waiting")
+
+    def __init__(self) -> None:
+        self.disconnected = False
+        self._waiting: asyncio.Task[Any] | None = None
+
+    def lost(self) -> None:
+        self.disconnected = True
+        if self._waiting is not None:
+            self._waiting.cancel()
+
+    async def run(self, work: Awaitable[T]) -> T:
+        if self.disconnected:
+            if isinstance(work, Coroutine):
+                work.close()  # never started: nothing to cancel
+            raise ClientDisconnected
+        task = asyncio.current_task()
+        assert task is not None
+        self._waiting = task
+        try:
+            return await work
+        except asyncio.CancelledError:
+            if self.disconnected and task.uncancel() == 0:
+                raise ClientDisconnected from None
+            raise
+        finally:
+            self._waiting = None
+
+
+def attach_disconnect_watch(scope: MutableMapping[str, Any]) -> DisconnectWatch:
+    """A new watch, put in ``scope``'s extensions for ``until_disconnect`` to find."""
+    watch = DisconnectWatch()
+    extensions = scope.get("extensions")
+    if extensions is None:
+        scope["extensions"] = {DISCONNECT_EXTENSION: watch}
+    else:
+        extensions[DISCONNECT_EXTENSION] = watch
+    return watch
+
+
+async def until_disconnect(
+    work: Awaitable[T], receive: Receive, scope: MutableMapping[str, Any]
+) -> T:
     """Await ``work``, cancelled if the client disconnects first (then ClientDisconnected).
 
-    NOTE: once the body is read, the ASGI server answers ``receive()`` only when the client
-    disconnects. Cancelling the work then lets the scheduler drop a still-queued request
-    (counted CANCELED) instead of running it for nobody, and ends a stream the model is still
-    sending on; a batch already executing is unharmed. One small task per request watches.
+    NOTE: cancelling the work lets the scheduler drop a still-queued request (counted CANCELED)
+    instead of running it for nobody, and ends a stream the model is still sending on; a batch
+    already executing is unharmed. Where the listener put a ``DisconnectWatch`` in the scope it
+    tells; elsewhere (any other ASGI server) a small task per request waits on ``receive()``,
+    which, once the body is read, an ASGI server answers only when the client disconnects.
     """
+    extensions = scope.get("extensions")
+    watch: DisconnectWatch | None = extensions.get(DISCONNECT_EXTENSION) if extensions else None
+    if watch is not None:
+        return await watch.run(work)
     task = asyncio.current_task()
     assert task is not None
     watcher = asyncio.ensure_future(receive())

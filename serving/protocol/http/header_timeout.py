@@ -14,7 +14,8 @@ import asyncio
 from collections.abc import Callable
 
 import orjson
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+from serving.protocol.http.disconnect_protocol import DisconnectWatchProtocol
 
 
 def request_timeout_answer(message: str) -> bytes:
@@ -54,8 +55,9 @@ class Deadline:
         self._callback()
 
 
-class HeaderTimeoutProtocol(HttpToolsProtocol):
-    """uvicorn's httptools protocol with a deadline on request headers (see the module)."""
+class HeaderTimeoutProtocol(DisconnectWatchProtocol):
+    """uvicorn's httptools protocol (with disconnect watches) and a deadline on request headers
+    (see the module)."""
 
     header_timeout_s = 30.0
 

@@ -3,9 +3,9 @@ stack as the in-process listener (restricted APIs, the token check, the in-fligh
 
 Each ``REQUEST`` frame becomes an ASGI ``http`` scope whose ``receive`` hands over the body as its
 pieces came (nearly always in that one frame), then waits for the client to go away (a
-``DISCONNECT`` frame, or the front-end's socket closing), which is what ``until_disconnect``
-listens for; ``send`` turns the answer into a ``START`` frame and ``BODY``/``END`` frames
-(``relay_wire``).
+``DISCONNECT`` frame, or the front-end's socket closing), which the request's
+``DisconnectWatch`` also passes on to ``until_disconnect``; ``send`` turns the answer into a
+``START`` frame and ``BODY``/``END`` frames (``relay_wire``).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from typing import Any
 
 from serving.incidents import report_incident
 from serving.protocol.http import relay_wire as wire
+from serving.protocol.http.disconnect import DisconnectWatch, attach_disconnect_watch
 
 logger = logging.getLogger("serving.http")
 
@@ -31,12 +32,20 @@ _LOST_ANSWER = b'{"error":"the server failed while answering"}'
 class RelayedRequest:
     """One relayed request's ``receive`` and ``send``."""
 
-    __slots__ = ("call", "_chunks", "_arrived", "_gone", "_send_frame", "_started", "_finished")
+    __slots__ = (
+        "call", "_chunks", "_arrived", "_gone", "_send_frame", "_started", "_finished", "_watch",
+    )  # fmt: skip
 
     def __init__(
-        self, call: int, body: memoryview, more_body: bool, send_frame: Callable[[bytes], None]
+        self,
+        call: int,
+        body: memoryview,
+        more_body: bool,
+        send_frame: Callable[[bytes], None],
+        watch: DisconnectWatch,
     ) -> None:
         self.call = call
+        self._watch = watch
         self._chunks: collections.deque[tuple[memoryview, bool]] = collections.deque()
         self._chunks.append((body, more_body))
         self._arrived = asyncio.Event()
@@ -51,6 +60,7 @@ class RelayedRequest:
     def disconnect(self) -> None:
         self._gone = True
         self._arrived.set()
+        self._watch.lost()
 
     async def receive(self) -> Message:
         while True:
@@ -144,7 +154,8 @@ class HttpRelayConnection(asyncio.Protocol):
             "raw_path": head.raw_path, "query_string": head.query_string, "root_path": "",
             "headers": list(head.headers), "client": head.client, "server": head.server,
         }  # fmt: skip
-        request = RelayedRequest(call, body, head.more_body, self._writer.send)
+        watch = attach_disconnect_watch(scope)
+        request = RelayedRequest(call, body, head.more_body, self._writer.send, watch)
         self.calls_started += 1
         task = asyncio.get_running_loop().create_task(self._run(scope, request))
         self._requests[call] = (task, request)
