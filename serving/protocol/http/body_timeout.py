@@ -26,6 +26,7 @@ class BodyTimeoutProtocol(HeaderTimeoutProtocol):
 
     body_timeout_s = 60.0
     _last_read_s = 0.0
+    _in_body = False
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -33,19 +34,24 @@ class BodyTimeoutProtocol(HeaderTimeoutProtocol):
 
     def on_headers_complete(self) -> None:
         super().on_headers_complete()
-        # NOTE: a request without a body completes right after its headers and disarms this.
+        # NOTE: as the header deadline, the timer is only set when it is not running already: a
+        # request notes the time, and a timer that fires between bodies finds nothing to do.
         self._last_read_s = self.loop.time()
-        self._body_deadline.arm(self.body_timeout_s)
+        self._in_body = True
+        if not self._body_deadline.armed:
+            self._body_deadline.arm(self.body_timeout_s)
 
     def on_body(self, body: bytes) -> None:
         self._last_read_s = self.loop.time()  # NOTE: no timer per chunk: it is checked on firing
         super().on_body(body)
 
     def on_message_complete(self) -> None:
-        self._body_deadline.disarm()
+        self._in_body = False
         super().on_message_complete()
 
     def _body_too_slow(self) -> None:
+        if not self._in_body:
+            return  # the body is complete: the next request's headers set the timer again
         if self._server_is_waiting():
             self._last_read_s = self.loop.time()
         remaining_s = self._last_read_s + self.body_timeout_s - self.loop.time()

@@ -6,6 +6,11 @@ descriptor, for as long as it likes, and enough of them exhaust the process's de
 even health probes are refused. This protocol starts a timer when a connection opens and when a
 request begins; complete headers stop it, and a connection that is still in its headers when it
 fires gets 408 and is closed. Bodies have their own limit (``body_timeout``).
+
+The timer is not set and cancelled per request: a request's start only notes the time, and a timer
+that fires checks the time noted and sets itself again for what is left (or stays unset while the
+connection is between requests). A keep-alive connection thus costs a timer every
+``header_timeout_s``, not two timer operations per request.
 """
 
 from __future__ import annotations
@@ -64,7 +69,8 @@ class HeaderTimeoutProtocol(DisconnectWatchProtocol):
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
         self._deadlines: list[Deadline] = []
-        self._header_deadline = self._deadline(self._headers_too_slow)
+        self._header_deadline = self._deadline(self._header_deadline_fired)
+        self._headers_since_s: float | None = self.loop.time()  # None: not inside headers
         self._header_deadline.arm(self.header_timeout_s)
 
     def _deadline(self, callback: Callable[[], None]) -> Deadline:
@@ -75,11 +81,12 @@ class HeaderTimeoutProtocol(DisconnectWatchProtocol):
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
+        self._headers_since_s = self.loop.time()
         if not self._header_deadline.armed:
             self._header_deadline.arm(self.header_timeout_s)
 
     def on_headers_complete(self) -> None:
-        self._header_deadline.disarm()
+        self._headers_since_s = None  # NOTE: the timer runs on; it finds nothing to do
         super().on_headers_complete()
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -87,7 +94,13 @@ class HeaderTimeoutProtocol(DisconnectWatchProtocol):
             deadline.disarm()
         super().connection_lost(exc)
 
-    def _headers_too_slow(self) -> None:
+    def _header_deadline_fired(self) -> None:
+        if self._headers_since_s is None:
+            return  # between requests: the next one sets the timer again
+        remaining_s = self._headers_since_s + self.header_timeout_s - self.loop.time()
+        if remaining_s > 0:
+            self._header_deadline.arm(remaining_s)
+            return
         # NOTE: only between responses; a pipelined request behind a running one just closes.
         self._time_out(_REQUEST_TIMEOUT, answer=self.cycle is None or self.cycle.response_complete)
 

@@ -132,6 +132,25 @@ def test_a_body_that_keeps_coming_is_served_past_the_timeout(server: ServingProc
     assert output.tolist() == values
 
 
+def test_a_later_requests_stalled_body_gets_its_own_whole_timeout(server: ServingProcess) -> None:
+    """The body timer of a request that completed is left running, not cancelled; when it
+    fires during a later request's body it must count from that body's last read, and still
+    end it."""
+    body = infer_body([1.0] * 8)
+    with connect(server) as sock:
+        sock.sendall(head(len(body)) + body)
+        status_and_headers, _ = split_answer(read_until_closed_or_complete(sock))
+        assert status_and_headers.startswith(b"HTTP/1.1 200 ")
+        time.sleep(BODY_TIMEOUT_S * 0.6)  # the first request's timer now fires soon
+        sock.sendall(head(len(body)) + body[:5])  # and this body never completes
+        sent_s = time.monotonic()
+        answer = read_until_closed(sock)
+        waited_s = time.monotonic() - sent_s
+    assert split_answer(answer)[0].startswith(b"HTTP/1.1 408 ")
+    assert waited_s >= BODY_TIMEOUT_S * 0.9  # not ended when the first request's timer fired
+    assert waited_s < BODY_TIMEOUT_S + WAIT_S
+
+
 def read_until_closed_or_complete(sock: socket.socket) -> bytes:
     """One keep-alive answer: headers, then as many bytes as its Content-Length says."""
     received = b""

@@ -83,3 +83,22 @@ def test_a_keep_alive_connection_is_served_across_the_deadline(server: ServingPr
             sock.sendall(LIVE)
             assert sock.recv(4096).startswith(b"HTTP/1.1 200 ")
             time.sleep(HEADER_TIMEOUT_S * 1.5)  # idle between requests is keep-alive's business
+
+
+def test_a_later_requests_headers_get_the_whole_deadline_from_their_own_start(
+    server: ServingProcess,
+) -> None:
+    """The timer set when the connection opened is not cancelled by a request that completes;
+    when it fires during a later request's headers it must give that request what is left of
+    its own deadline, not cut it off early, and still cut it off in the end."""
+    with connect(server) as sock:
+        sock.sendall(LIVE)
+        assert sock.recv(4096).startswith(b"HTTP/1.1 200 ")
+        time.sleep(HEADER_TIMEOUT_S * 0.6)  # the connection's first timer is now 0.4 s away
+        started = time.monotonic()
+        sock.sendall(b"GET /v2/health/live HTTP/1.1\r\nHost: x\r\n")  # never finished
+        answer, _ = read_until_closed(sock)
+        waited_s = time.monotonic() - started
+    assert answer.startswith(b"HTTP/1.1 408 ")
+    assert waited_s >= HEADER_TIMEOUT_S * 0.9  # not cut off when the first timer fired
+    assert waited_s < HEADER_TIMEOUT_S + 5
