@@ -49,6 +49,8 @@ _UNSUPPORTED_PREFIXES = ("systemsharedmemory", "cudasharedmemory", "trace", "log
 # NOTE: searched with ``re``, which reads any buffer: a large body is a ``memoryview``.
 _BINARY_DATA_SIZE = re.compile(rb'"binary_data_size"')
 _NOT_BLANK = re.compile(rb"\S")
+# Answers up to this size leave as one body message (one write), larger ones piece by piece.
+JOIN_PIECES_BYTES = 64 * 1024
 DECOUPLED_HTTP = "HTTP end point doesn't support models with decoupled transaction policy"
 
 
@@ -383,12 +385,15 @@ async def _send_pieces(
     content_type: bytes,
     extra: list[tuple[bytes, bytes]] | None = None,
 ) -> None:
-    """One answer whose body is ``pieces`` in order, each sent as it is."""
+    """One answer whose body is ``pieces`` in order: joined when small, else each as it is."""
     length = sum(len(piece) for piece in pieces)
     headers = [(b"content-type", content_type), (b"content-length", str(length).encode())]
     if extra:
         headers.extend(extra)
     await send({"type": "http.response.start", "status": status, "headers": headers})
+    if len(pieces) > 1 and length <= JOIN_PIECES_BYTES:
+        # NOTE: each body message is one write to the socket; a copy of a small answer is cheaper.
+        pieces = [b"".join(pieces)]
     for index, piece in enumerate(pieces):
         more = index < len(pieces) - 1
         await send({"type": "http.response.body", "body": piece, "more_body": more})
