@@ -16,6 +16,8 @@ from collections import Counter
 
 # Upper bounds in microseconds, roughly x1.5 per step from 25 µs to 60 s; the last bucket is +Inf.
 LATENCY_BUCKET_BOUNDS_US: tuple[float, ...] = tuple(round(25 * 1.5**i) for i in range(37))
+# The same bounds in whole nanoseconds: a duration's bucket is found without dividing it first.
+_BUCKET_BOUNDS_NS: tuple[int, ...] = tuple(int(bound) * 1000 for bound in LATENCY_BUCKET_BOUNDS_US)
 
 FAILURE_REASONS = ("REJECTED", "CANCELED", "BACKEND", "OTHER")
 PHASES = ("request", "queue", "compute_input", "compute_infer", "compute_output")
@@ -51,9 +53,8 @@ class LatencyHistogram:
         self.sum_us = 0.0
 
     def observe_ns(self, ns: int) -> None:
-        us = ns / 1000.0
-        self.counts[bisect.bisect_left(LATENCY_BUCKET_BOUNDS_US, us)] += 1
-        self.sum_us += us
+        self.counts[bisect.bisect_left(_BUCKET_BOUNDS_NS, ns)] += 1
+        self.sum_us += ns / 1000.0
 
 
 class ModelStatistics:
@@ -76,6 +77,8 @@ class ModelStatistics:
         self.batch_stats: dict[int, BatchDurations] = {}
         self.batch_release_reasons: Counter[str] = Counter()
         self.histograms = {phase: LatencyHistogram() for phase in PHASES}
+        # NOTE: the same histograms in PHASES order, for the per-request path.
+        self._phase_histograms = tuple(self.histograms[phase] for phase in PHASES)
         self.load_duration_s = 0.0
         # Requests accepted by the scheduler and not yet handed to an instance; the scheduler keeps
         # it current (Triton's nv_inference_pending_request_count).
@@ -103,14 +106,12 @@ class ModelStatistics:
             self.compute_input.add(compute_input_ns)
             self.compute_infer.add(compute_infer_ns)
             self.compute_output.add(compute_output_ns)
-            for phase, ns in (
-                ("request", total_ns),
-                ("queue", queue_ns),
-                ("compute_input", compute_input_ns),
-                ("compute_infer", compute_infer_ns),
-                ("compute_output", compute_output_ns),
-            ):
-                self.histograms[phase].observe_ns(ns)
+            request, queue, compute_input, compute_infer, compute_output = self._phase_histograms
+            request.observe_ns(total_ns)
+            queue.observe_ns(queue_ns)
+            compute_input.observe_ns(compute_input_ns)
+            compute_infer.observe_ns(compute_infer_ns)
+            compute_output.observe_ns(compute_output_ns)
 
     def record_failure(self, *, reason: str, total_ns: int) -> None:
         """One request failed after the model was resolved. ``reason`` is one of FAILURE_REASONS."""
