@@ -37,12 +37,14 @@ def serving(
     startup_timeout_s: float = 120,
     extra_args: tuple[str, ...] = (),
     root: Path = ROOT,
+    wrapper: tuple[str, ...] = (),
 ) -> Iterator[dict[str, str]]:
-    """Run `manage.py serve --model-repository` (of the tree at ``root``) and yield its HTTP, gRPC
-    and metrics addresses and its process id ("pid")."""
+    """Run `manage.py serve --model-repository` (of the tree at ``root``, under ``wrapper``, e.g.
+    valgrind, when given) and yield its HTTP, gRPC and metrics addresses and its process id
+    ("pid")."""
     http_port, grpc_port, metrics_port = free_ports(3)
     command = [
-        sys.executable, str(root / "manage.py"), "serve",
+        *wrapper, sys.executable, str(root / "manage.py"), "serve",
         "--model-repository", str(model_repository),
         "--http-port", str(http_port),
         "--grpc-port", str(grpc_port),
@@ -59,11 +61,13 @@ def serving(
 
 
 @contextlib.contextmanager
-def transport_floor(*, startup_timeout_s: float = 60) -> Iterator[dict[str, str]]:
+def transport_floor(
+    *, startup_timeout_s: float = 60, wrapper: tuple[str, ...] = ()
+) -> Iterator[dict[str, str]]:
     """Run `bench.transport_floor` (an echo model on the same stacks) and yield its addresses."""
     http_port, grpc_port = free_ports(2)
     command = [
-        sys.executable, "-m", "bench.transport_floor",
+        *wrapper, sys.executable, "-m", "bench.transport_floor",
         "--http-port", str(http_port), "--grpc-port", str(grpc_port),
     ]  # fmt: skip
     with _running(command, http_port, startup_timeout_s) as pid:
