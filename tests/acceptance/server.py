@@ -22,16 +22,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from tests.certificates import Pki
+from tests.ports import free_ports
 
 ROOT = Path(__file__).resolve().parents[2]
 STARTUP_TIMEOUT_S = 120.0
 STOP_TIMEOUT_S = 20.0
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class ServerProcess:
@@ -77,7 +72,7 @@ def run_server(
     ``--exit-on-error=false`` so one broken model fails only its own tests; the port opens after
     the start-up loads are done (Triton's order), so waiting for ``live`` is enough.
     """
-    ports = {"http": free_port(), "grpc": free_port(), "metrics": free_port()}
+    ports = dict(zip(("http", "grpc", "metrics"), free_ports(3), strict=True))
     command = [
         sys.executable, str(ROOT / "manage.py"), "serve",
         "--model-repository", str(repo),

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import stat
 import subprocess
 import sys
@@ -17,15 +16,11 @@ from pathlib import Path
 import psutil
 import pytest
 
+from tests.ports import free_ports
+
 ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.embedded
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _status(url: str) -> int:
@@ -41,7 +36,8 @@ def _status(url: str) -> int:
 def test_runplatform_serves_the_demo_models_and_stops_everything_on_sigterm(
     tmp_path: Path,
 ) -> None:
-    ports = {name: _free_port() for name in ("console", "http", "grpc", "metrics")}
+    names = ("console", "http", "grpc", "metrics")
+    ports = dict(zip(names, free_ports(len(names)), strict=True))
     # As on a fresh clone: no settings module, environment, key or inference auth chosen.
     unset = ("DATABASE_URL", "REDIS_URL", "DJANGO_SETTINGS_MODULE", "PORTICO_ENV", "SECRET_KEY",
              "PORTICO_INFERENCE_AUTH")  # fmt: skip

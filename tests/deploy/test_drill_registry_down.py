@@ -24,8 +24,8 @@ from typing import Any
 import pytest
 
 from tests.deploy.loopback import Load, LoopbackProxy, http_status, infer, serve, wait_until
+from tests.ports import free_port
 from tests.serving.access.test_inference_auth import token
-from tests.serving.harness import free_port
 from tests.serving.sources.test_registry import identity_onnx, promote, registry_version, retrying
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -25,7 +25,7 @@ from tests.deploy.loopback import (
     serve,
     wait_until,
 )
-from tests.serving.harness import free_port
+from tests.ports import free_port
 
 pytestmark = pytest.mark.embedded
 

@@ -12,7 +12,7 @@ import pytest
 
 from repository import demo_models as dm
 from tests.deploy.loopback import Load, LoopbackProxy, http_status, infer, serve, wait_until
-from tests.serving.harness import free_port
+from tests.ports import free_port
 
 pytestmark = pytest.mark.embedded
 

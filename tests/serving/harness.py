@@ -80,12 +80,6 @@ def write_protocol_repository(repo: Path) -> None:
     (classes / "labels.txt").write_text("cat\ndog\nbird\nfish\n")
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def wait_ready(
     url: str, timeout_s: float = 60.0, process: subprocess.Popen[Any] | None = None
 ) -> None:

@@ -17,7 +17,8 @@ import tritonclient.http as httpclient
 from repository import demo_models as dm
 from serving.core.server import InferenceServer
 from serving.settings import ServingSettings, settings_from_env
-from tests.serving.harness import free_port, identity_input, serving_subprocess, wait_ready
+from tests.ports import free_port, free_ports
+from tests.serving.harness import identity_input, serving_subprocess, wait_ready
 
 pytestmark = pytest.mark.embedded
 
@@ -26,7 +27,7 @@ pytestmark = pytest.mark.embedded
 def test_serve_folder_then_sigterm_exits_zero(tmp_path: Path, entry: list[str]) -> None:
     dm.write_onnx_identity(tmp_path, "identity")
     dm.write_onnx_add_sub(tmp_path, "simple")
-    http_port, grpc_port, metrics_port = free_port(), free_port(), free_port()
+    http_port, grpc_port, metrics_port = free_ports(3)
     args = [*entry, "--model-repository", str(tmp_path), "--host", "127.0.0.1",
             "--http-port", str(http_port), "--grpc-port", str(grpc_port),
             "--metrics-port", str(metrics_port), "--strict-readiness", "true"]  # fmt: skip
@@ -145,7 +146,7 @@ def test_ready_only_once_every_listener_accepts(tmp_path: Path) -> None:
     """HTTP binds before gRPC; a probe that sees ready over HTTP must find gRPC accepting too,
     or a load balancer following the HTTP probe routes gRPC clients to a closed port."""
     dm.write_onnx_identity(tmp_path, "identity")
-    http_port, grpc_port = free_port(), free_port()
+    http_port, grpc_port = free_ports(2)
     args = ["-m", "serving", "--model-repository", str(tmp_path), "--host", "127.0.0.1",
             "--http-port", str(http_port), "--grpc-port", str(grpc_port),
             "--metrics-port", "-1"]  # fmt: skip

@@ -11,7 +11,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -22,6 +21,8 @@ from typing import Any
 
 import httpx
 import pytest
+
+from tests.ports import free_port, free_ports
 
 ROOT = Path(__file__).resolve().parents[3]
 ARTIFACTS = ROOT / "test-artifacts" / "console"
@@ -35,12 +36,6 @@ CHROMIUM_ARGS = [
     "--no-first-run",
 ]
 START_TIMEOUT_S = 90
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _subprocess_env(queue: str, **extra: str) -> dict[str, str]:
@@ -147,7 +142,7 @@ def live_platform(
     transactional_db, live_worker, worker_queue: str, tmp_path: Path
 ) -> Iterator[Platform]:  # type: ignore[no-untyped-def]
     """Console + serving replica (registry mode) + the real Celery worker."""
-    http, grpc, metrics = free_port(), free_port(), free_port()
+    http, grpc, metrics = free_ports(3)
     serving_url = f"http://127.0.0.1:{http}"
     env = _subprocess_env(
         worker_queue,

@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import socket
 import subprocess
 import sys
 import threading
@@ -20,6 +19,7 @@ import httpx
 import pytest
 
 from repository.demo_models import write_onnx_mlp
+from tests.ports import free_port, free_ports
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -27,12 +27,6 @@ ROOT = Path(__file__).resolve().parents[3]
 ARTIFACTS = ROOT / "test-artifacts"
 CHROMIUM = "/usr/bin/chromium"
 MODEL = "dash_mlp"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _wait_for(check: Callable[[], bool], *, timeout_s: float, what: str) -> None:
@@ -49,13 +43,13 @@ def _wait_for(check: Callable[[], bool], *, timeout_s: float, what: str) -> None
 def serving_url(tmp_path: Path) -> Iterator[str]:
     """``manage.py serve`` on a Triton folder holding one small MLP, on free ports."""
     write_onnx_mlp(tmp_path / "models", MODEL, sizes=(16, 32, 4), max_batch_size=8)
-    http_port = _free_port()
+    http_port, grpc_port, metrics_port = free_ports(3)
     log = (tmp_path / "serve.log").open("wb")
     env = dict(os.environ, DJANGO_SETTINGS_MODULE="console.settings.test", PYTHONUNBUFFERED="1")
     proc = subprocess.Popen(
         [sys.executable, "manage.py", "serve", "--model-repository", str(tmp_path / "models"),
-         "--http-port", str(http_port), "--grpc-port", str(_free_port()),
-         "--metrics-port", str(_free_port())],
+         "--http-port", str(http_port), "--grpc-port", str(grpc_port),
+         "--metrics-port", str(metrics_port)],
         cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
     )  # fmt: skip
     url = f"http://127.0.0.1:{http_port}"
@@ -103,7 +97,7 @@ def console_url(serving_url: str, tmp_path: Path) -> Iterator[str]:
     uvicorn in a subprocess sharing the test database, as ``runconsole`` runs it."""
     from django.db import connection
 
-    port = _free_port()
+    port = free_port()
     shared = {
         "db_name": connection.settings_dict["NAME"],
         "replica_urls": [serving_url],

@@ -14,7 +14,8 @@ from django.db import connection
 from django.test import Client
 from django.urls import reverse
 
-from tests.serving.harness import free_port, registry_replica_without_console_key, wait_ready
+from tests.ports import free_port
+from tests.serving.harness import registry_replica_without_console_key, wait_ready
 from tests.serving.sources.test_registry import identity_onnx, promote, registry_version, wait_for
 
 pytestmark = [

@@ -22,9 +22,9 @@ import tritonclient.http as httpclient
 from repository import demo_models as dm
 from serving.main import ServingProcess
 from serving.settings import ServingSettings
+from tests.ports import free_port
 from tests.serving.harness import (
     folder_settings,
-    free_port,
     frontend_children,
     identity_input,
     process_alive,

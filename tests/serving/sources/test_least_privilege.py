@@ -16,9 +16,9 @@ import pytest
 import tritonclient.http as httpclient
 from django.db import connection
 
+from tests.ports import free_port
 from tests.serving.harness import (
     ROOT,
-    free_port,
     identity_input,
     registry_replica_without_console_key,
     wait_ready,

@@ -64,7 +64,7 @@ def test_a_wrong_secret_in_the_environment_is_refused_by_the_server(
 
 
 def test_an_unreachable_endpoint_is_an_error_naming_the_object(aws_env: S3Server) -> None:
-    from tests.serving.harness import free_port
+    from tests.ports import free_port
 
     store = S3Bucket("bucket", endpoint_url=f"http://127.0.0.1:{free_port()}")
     with pytest.raises(ObjectStoreError, match="s3://bucket/key: Could not connect"):

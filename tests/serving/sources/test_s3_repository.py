@@ -13,14 +13,9 @@ import tritonclient.http as httpclient
 
 from repository import demo_models as dm
 from serving.main import ServingProcess, StartupError
+from tests.ports import free_port
 from tests.s3_server import S3Server
-from tests.serving.harness import (
-    folder_settings,
-    free_port,
-    identity_input,
-    serving_subprocess,
-    wait_ready,
-)
+from tests.serving.harness import folder_settings, identity_input, serving_subprocess, wait_ready
 from tests.serving.sources.test_registry import wait_for
 
 pytestmark = pytest.mark.embedded

@@ -19,8 +19,9 @@ from tritonclient.grpc import model_config_pb2
 
 from repository import demo_models
 from serving.backends.python import autocomplete, shm
+from tests.ports import free_port
 from tests.repository.config.test_child_env import SECRETS as ENV_SECRETS
-from tests.serving.harness import ROOT, free_port, serving, wait_ready
+from tests.serving.harness import ROOT, serving, wait_ready
 
 pytestmark = [pytest.mark.embedded, pytest.mark.timeout(180)]
 
