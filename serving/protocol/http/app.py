@@ -198,9 +198,11 @@ class HttpApp:
         headers: dict[bytes, bytes],
     ) -> None:
         body = await self._read_body(receive, headers)
-        body = await compression.decompress(
-            body, headers.get(b"content-encoding"), max_bytes=self.max_request_bytes
-        )
+        content_encoding = headers.get(b"content-encoding")
+        if content_encoding is not None:
+            body = await compression.decompress(
+                body, content_encoding, max_bytes=self.max_request_bytes
+            )
         header_length = parse_header_length(
             headers.get(b"inference-header-content-length"), len(body)
         )
