@@ -1,8 +1,8 @@
 """Instructions per request: what Portico's request path costs, counted rather than timed.
 
-`python -m bench.instructions [--requests N] [--baseline DIR]` serves the identity model (FP32
+`python -m bench.instructions [--requests N] [--baseline DIR ...]` serves the identity model (FP32
 [1,16], no dynamic batching, as `python -m bench protocol` does) under valgrind's callgrind, from
-this tree, from ``DIR`` when given, and beside them the transport floor
+this tree, from each ``DIR`` given, and beside them the transport floor
 (`bench/transport_floor.py`).
 It sends N binary-tensor requests one at a time over HTTP and over gRPC after a warm-up, and counts
 the instructions the server process executed for them (callgrind's instrumentation is switched on
@@ -39,6 +39,9 @@ WARM_UP_REQUESTS = 300
 COMMAND_PICKUP_S = 2.0
 STARTUP_UNDER_VALGRIND_S = 600.0
 INPUT = np.arange(16, dtype=np.float32).reshape(1, 16)
+INLINE_ALWAYS = """
+parameters { key: "inline_execution_budget_us" value { string_value: "100000000" } }
+"""
 
 
 def http_client(address: str) -> Callable[[int], None]:
@@ -111,16 +114,16 @@ def counted_instructions(pid: int, out_prefix: Path, send: Callable[[int], None]
 
 
 @contextlib.contextmanager
-def _target(label: str, repo: Path, baseline: Path | None, out: Path) -> Iterator[dict[str, str]]:
+def _target(root: Path | None, out: Path, repo: Path) -> Iterator[dict[str, str]]:
+    """The serving process of the tree at ``root`` (None: the transport floor) under callgrind."""
     wrapper = (
         "valgrind", "--tool=callgrind", "--instr-atstart=no",
         f"--callgrind-out-file={out}.%p",
     )  # fmt: skip
-    if label == "floor":
+    if root is None:
         with transport_floor(startup_timeout_s=STARTUP_UNDER_VALGRIND_S, wrapper=wrapper) as found:
             yield found
         return
-    root = baseline if label == "baseline" and baseline is not None else ROOT
     with serving(
         repo, startup_timeout_s=STARTUP_UNDER_VALGRIND_S, wrapper=wrapper, root=root
     ) as found:
@@ -130,24 +133,29 @@ def _target(label: str, repo: Path, baseline: Path | None, out: Path) -> Iterato
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.instructions")
     parser.add_argument("--requests", type=int, default=1000)
-    parser.add_argument("--baseline", type=Path, help="another tree to count beside this one")
+    parser.add_argument(
+        "--baseline", type=Path, action="append", default=[],
+        help="another tree to count beside this one (may be given more than once)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
         raise SystemExit("bench.instructions needs valgrind (Debian: apt-get install valgrind)")
-    labels = ["this tree", *(["baseline"] if args.baseline else []), "floor"]
+    trees: dict[str, Path | None] = {"this tree": ROOT}
+    trees.update({_commit(tree): tree for tree in args.baseline})
+    trees["floor"] = None
     counts: dict[tuple[str, str], int] = {}
     with tempfile.TemporaryDirectory() as folder:
         repo = Path(folder) / "repo"
         _write_identity(repo)
-        for label in labels:
-            out = Path(folder) / f"callgrind.{label.replace(' ', '-')}"
-            with _target(label, repo, args.baseline, out) as addresses:
+        for index, (label, root) in enumerate(trees.items()):
+            out = Path(folder) / f"callgrind.{index}"
+            with _target(root, out, repo) as addresses:
                 for protocol, client in CLIENTS.items():
                     send = client(addresses[protocol])
                     total = counted_instructions(int(addresses["pid"]), out, send, args.requests)
                     counts[(label, protocol)] = total // args.requests
                     print(f"{label} {protocol}: {counts[(label, protocol)]:,} instructions/request")
-    report.write_section("instructions", _body(labels, counts, args))
+    report.write_section("instructions", _body(list(trees)[:-1], counts, args.requests))
 
 
 def _write_identity(repo: Path) -> None:
@@ -158,40 +166,50 @@ def _write_identity(repo: Path) -> None:
     from repository import demo_models
 
     demo_models.write_onnx_identity(repo, name="identity", dtype="FP32", max_batch_size=8)
+    # NOTE: under valgrind every run looks slow, so the scheduler would move this cheap model's
+    # runs to a thread (``serving.schedulers.inline``); at native speed they run on the loop.
+    # A budget no run reaches keeps the path counted the one that runs natively.
+    with (repo / "identity" / "config.pbtxt").open("a") as config:
+        config.write(INLINE_ALWAYS)
 
 
-def _body(labels: list[str], counts: dict[tuple[str, str], int], args: argparse.Namespace) -> str:
+def _body(trees: list[str], counts: dict[tuple[str, str], int], requests: int) -> str:
     rows = []
     for protocol in CLIENTS:
         floor = counts[("floor", protocol)]
-        row = [protocol.upper(), f"{floor:,}"]
-        for label in labels[:-1]:
-            served = counts[(label, protocol)]
-            row += [f"{served:,}", f"{served - floor:,}"]
-        if args.baseline:
-            ours, theirs = (counts[(label, protocol)] - floor for label in labels[:2])
-            row.append(f"{ours / theirs:.2f}")
-        rows.append(row)
-    headers = ["protocol", "floor"]
-    for label in labels[:-1]:
-        headers += [f"{label}", f"{label}: Portico adds"]
-    if args.baseline:
-        headers.append("share ÷ baseline's")
-    commit = _commit(args.baseline) if args.baseline else ""
-    baseline = f"`git worktree add ../before {commit}`, then " if args.baseline else ""
-    option = " --baseline ../before" if args.baseline else ""
+        ours = counts[(trees[0], protocol)] - floor
+        for label in trees:
+            share = counts[(label, protocol)] - floor
+            rows.append([
+                protocol.upper(), label if label == trees[0] else f"`{label}`", f"{floor:,}",
+                f"{counts[(label, protocol)]:,}", f"{share:,}", f"{ours / share:.2f}",
+            ])  # fmt: skip
+    baselines = trees[1:]
+    worktrees = "".join(f"`git worktree add ../{commit} {commit}`, " for commit in baselines)
+    options = "".join(f" --baseline ../{commit}" for commit in baselines)
     parts = [
         "### Instructions per request: identity model (FP32 [1,16]), one request at a time",
         report.machine_line(),
-        report.table(headers, rows),
-        f"Counted by callgrind over {args.requests:,} sequential binary requests after "
+        report.table(
+            [
+                "protocol",
+                "tree",
+                "floor",
+                "served",
+                "Portico adds",
+                "this tree's share ÷ this row's",
+            ],
+            rows,
+        ),
+        f"Counted by callgrind over {requests:,} sequential binary requests after "
         f"{WARM_UP_REQUESTS} warm-up ones, server process only, all its threads. The floor is "
         "`bench/transport_floor.py` (an echo model on the same uvicorn and grpc.aio stacks); "
-        '"Portico adds" is served minus floor.',
-        f"The baseline is commit {commit}." if args.baseline else "",
-        f"Reproduce: {baseline}`python -m bench.instructions --requests {args.requests}{option}`",
+        '"Portico adds" is served minus floor. Other trees are named by their commit.',
+        f"Reproduce: {worktrees}then `python -m bench.instructions --requests {requests}{options}`"
+        if baselines
+        else f"Reproduce: `python -m bench.instructions --requests {requests}`",
     ]
-    return "\n\n".join(part for part in parts if part)
+    return "\n\n".join(parts)
 
 
 def _commit(tree: Path) -> str:
