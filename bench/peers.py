@@ -47,32 +47,52 @@ def peers_dir() -> Path:
 POINTS = (("mlp", "32"), ("identity", "1"))
 
 
-def run_round(work: Path, *, reverse: bool, window_ms: int) -> list[Point]:
-    """Every server once per point; what each measured."""
+def frontend_server(grpc_workers: int) -> str:
+    """The name a Portico row served through ``grpc_workers`` gRPC front-ends goes by."""
+    return f"portico-grpc-workers-{grpc_workers}"
+
+
+def run_round(work: Path, *, reverse: bool, window_ms: int, grpc_workers: int = 0) -> list[Point]:
+    """Every server once per point; what each measured. With ``grpc_workers``, Portico's gRPC
+    is measured once more right after, served through that many front-end processes."""
     points: list[Point] = []
     groups = list(reversed(GROUPS)) if reverse else list(GROUPS)
     for servers, protocols in groups:
         for model, concurrency in POINTS:
-            out = work / "results" / "servers.json"
-            out.unlink(missing_ok=True)
-            command = [
+            points.extend(_run(work, servers, protocols, model, concurrency, window_ms, reverse))
+            if grpc_workers and PORTICO in servers.split(","):
+                # NOTE: the serving process reads SERVING_GRPC_WORKERS; the harness passes its
+                # environment on to the servers it starts.
+                extra = {"SERVING_GRPC_WORKERS": str(grpc_workers)}
+                for point in _run(work, PORTICO, "grpc", model, concurrency, window_ms,
+                                  reverse, extra):  # fmt: skip
+                    points.append({**point, "server": frontend_server(grpc_workers)})
+    return points
+
+
+def _run(
+    work: Path,
+    servers: str,
+    protocols: str,
+    model: str,
+    concurrency: str,
+    window_ms: int,
+    reverse: bool,
+    extra_env: dict[str, str] | None = None,
+) -> list[Point]:
+    """One call of the shared harness: ``servers`` on one model at one concurrency."""
+    out = work / "results" / "servers.json"
+    out.unlink(missing_ok=True)
+    command = [
                 str(peers_dir() / "run.sh"),
-                "--only",
-                servers,
-                "--protos",
-                protocols,
-                "--models",
-                model,
-                "--conc",
-                concurrency,
-                "--window-ms",
-                str(window_ms),
-            ]
-            if reverse:
-                command.append("--reverse")
-            env = {**os.environ, "PEERS_HOME": str(work)}
-            subprocess.run(command, cwd=ROOT, env=env, check=True)
-            points.extend(json.loads(out.read_text()))
+        "--only", servers, "--protos", protocols, "--models", model, "--conc", concurrency,
+        "--window-ms", str(window_ms),
+    ]  # fmt: skip
+    if reverse:
+        command.append("--reverse")
+    env = {**os.environ, "PEERS_HOME": str(work), **(extra_env or {})}
+    subprocess.run(command, cwd=ROOT, env=env, check=True)
+    points: list[Point] = json.loads(out.read_text())
     return points
 
 
@@ -130,10 +150,15 @@ def _ratio(a: float | None, b: float | None) -> str:
     return "—" if a is None or b is None or not b else f"{a / b:.2f}"
 
 
-def table(points: list[Point]) -> tuple[str, str]:
+def table(points: list[Point], grpc_workers: int = 0) -> tuple[str, str]:
     """The issue's table (medians over rounds) and the ratios the targets are set in."""
+    labels = dict(LABELS)
+    if grpc_workers:
+        labels = {PORTICO: LABELS[PORTICO],
+                  frontend_server(grpc_workers): f"Portico, {grpc_workers} gRPC front-end(s)",
+                  **{k: v for k, v in LABELS.items() if k != PORTICO}}  # fmt: skip
     rows = []
-    for server, label in LABELS.items():
+    for server, label in labels.items():
         rows.append(
             [
                 label,
@@ -183,6 +208,22 @@ def table(points: list[Point]) -> tuple[str, str]:
                 _ratio(thr(PORTICO, "http"), thr(PYTRITON, "http")),
                 "≥ 2",
             ],
+            *(
+                [
+                    [
+                        f"Portico gRPC through {grpc_workers} front-end(s) ÷ Portico HTTP",
+                        _ratio(thr(frontend_server(grpc_workers), "grpc"), thr(PORTICO, "http")),
+                        "≥ 0.9",
+                    ],
+                    [
+                        f"Portico gRPC through {grpc_workers} front-end(s) ÷ PyTriton gRPC",
+                        _ratio(thr(frontend_server(grpc_workers), "grpc"), thr(PYTRITON, "grpc")),
+                        "≥ 1.5",
+                    ],
+                ]
+                if grpc_workers
+                else []
+            ),
         ],
     )
     return main, ratios
@@ -192,15 +233,21 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench peers")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--window-ms", type=int, default=3000)
+    parser.add_argument(
+        "--grpc-workers", type=int, default=0,
+        help="also measure Portico's gRPC served through this many front-end processes",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     work = Path(os.environ.get("PEERS_HOME", Path(tempfile.gettempdir()) / "portico-peers"))
     points: list[Point] = []
     loads = []
     for index in range(args.rounds):
         before = _load()
-        points.extend(run_round(work, reverse=bool(index % 2), window_ms=args.window_ms))
+        points.extend(run_round(work, reverse=bool(index % 2), window_ms=args.window_ms,
+                                grpc_workers=args.grpc_workers))  # fmt: skip
         loads.append(f"round {index + 1}: {before} → {_load()}")
-    main_table, ratios = table(points)
+    main_table, ratios = table(points, args.grpc_workers)
+    workers = f" --grpc-workers {args.grpc_workers}" if args.grpc_workers else ""
     body = "\n\n".join(
         [
             "### Beside MLServer and PyTriton (dynamic batching, max batch 32, delay 0)",
@@ -214,8 +261,9 @@ def main(argv: list[str] | None = None) -> None:
             "(inferences ÷ executions, — where the server has none). † perf_analyzer found no "
             "windows within 15 % of each other in some round and measured again accepting a "
             "spread of up to 100 %; — in place of a figure: not even that was reached.",
-            "Reproduce: `python -m bench peers --rounds 2` (it runs `../shared/peers/run.sh`, "
-            "which installs MLServer and PyTriton into its own virtual environment on first use).",
+            f"Reproduce: `python -m bench peers --rounds {args.rounds}{workers}` (it runs "
+            "`../shared/peers/run.sh`, which installs MLServer and PyTriton into its own virtual "
+            "environment on first use).",
         ]
     )
     report.write_section("peers", body)
