@@ -30,7 +30,7 @@ from tritonclient.utils import InferenceServerException
 
 from repository import demo_models as dm
 from tests.acceptance.expectations import assert_add_sub, simple_data
-from tests.acceptance.server import ServerProcess, free_port, run_server
+from tests.acceptance.server import ServerProcess, run_server
 from tests.deploy.nginx_proxy import (
     ROOT,
     SHIPPED_CONFIG,
@@ -43,6 +43,7 @@ from tests.deploy.nginx_proxy import (
     run_folder,
     running_nginx,
 )
+from tests.ports import free_port
 
 NGINX = nginx_binary()
 

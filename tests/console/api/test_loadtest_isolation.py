@@ -10,7 +10,8 @@ import pytest
 
 from repository.demo_models import DEMO_FEATURES, write_onnx_mlp
 from tests.console.api.test_end_to_end import create_token, upload_and_wait, wait_for, zipped
-from tests.console.browser.conftest import _start, _subprocess_env, free_port
+from tests.console.browser.conftest import _start, _subprocess_env
+from tests.ports import free_port
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(400)]
 
