@@ -1,7 +1,7 @@
 """Server CPU per request and the batches it formed: this tree beside another, alternating.
 
-`python -m bench cost [--baseline DIR] [--rounds N] [--grpc-workers 1,2] [--http-workers 1,2]`
-serves the MLP 256→1024→1024→16 and the identity model (dynamic batching, max batch 32, delay 0,
+`python -m bench cost [--baseline DIR] [--rounds N] [--parameter KEY=VALUE] [--grpc-workers 1,2]
+[--http-workers 1,2]` serves the MLP 256→1024→1024→16 and the identity model (dynamic batching, max batch 32, delay 0,
 as the peers comparison configures them) from this tree and, when given, from a second tree (e.g.
 `git worktree add ../before main`), and drives each at concurrency 32 over HTTP and gRPC. Beside
 them it drives the transport floor (`bench/transport_floor.py`: an echo model on the same uvicorn
@@ -9,12 +9,14 @@ and grpc.aio stacks).
 
 For each point it reports the server's CPU per request (its process tree's CPU time over the run
 divided by the requests its statistics counted, so perf_analyzer's warm-up and retries are counted
-too) and the mean batch (inferences ÷ executions). CPU per request is the figure that holds on a
+too), the mean batch (inferences ÷ executions), and then one client's p50 (what spending CPU on
+a quick answer buys). CPU per request is the figure that holds on a
 machine shared with other work: a busy neighbour stretches latency and cuts throughput, but the
 CPU each request costs moves much less. Rounds alternate the trees so that drift hits both.
 ``--grpc-workers 1,2`` adds this tree served with that many gRPC front-end processes (gRPC only),
 ``--http-workers 1,2`` the same for HTTP (HTTP only); the process tree's CPU includes the
-front-ends.
+front-ends. ``--parameter KEY=VALUE`` (repeatable) adds this tree serving models whose configs
+carry that backend parameter, e.g. ``allow_spinning=false``.
 """
 
 from __future__ import annotations
@@ -79,14 +81,19 @@ def counts(http: str, model: str, headers: dict[str, str] | None = None) -> tupl
     return int(stats["inference_count"]), int(stats["execution_count"])
 
 
-def write_models(repo: Path) -> None:
+def write_models(repo: Path, parameter: str = "") -> None:
+    """The two models; ``parameter`` ("KEY=VALUE"), when given, is added to both configs."""
     from bench.__main__ import _demo_models
 
     demo_models = _demo_models()
     demo_models.write_onnx_mlp(repo, name="mlp", max_batch_size=32)
     demo_models.write_onnx_identity(repo, name="identity", dtype="FP32", max_batch_size=32)
     for name, (dims, out) in MODELS.items():
-        (repo / name / "config.pbtxt").write_text(CONFIG.format(name=name, dims=dims, out=out))
+        text = CONFIG.format(name=name, dims=dims, out=out)
+        if parameter:
+            key, value = parameter.split("=", 1)
+            text += f'parameters {{ key: "{key}" value {{ string_value: "{value}" }} }}\n'
+        (repo / name / "config.pbtxt").write_text(text)
 
 
 WORKERS_LABELS = {"--grpc-workers ": "grpc", "--http-workers ": "http"}
@@ -98,7 +105,12 @@ def _workers_protocol(label: str) -> str:
 
 @contextlib.contextmanager
 def _target(label: str, repo: Path, baseline: Path | None) -> Iterator[dict[str, str]]:
-    if label == "floor":
+    if "=" in label:  # this tree, its models configured with one more parameter
+        with tempfile.TemporaryDirectory() as folder:
+            write_models(Path(folder), parameter=label)
+            with serving(Path(folder)) as found:
+                yield found
+    elif label == "floor":
         with transport_floor() as addresses:
             yield addresses
     elif label.startswith(tuple(WORKERS_LABELS)):  # this tree, through front-end processes
@@ -110,6 +122,24 @@ def _target(label: str, repo: Path, baseline: Path | None) -> Iterator[dict[str,
 
 
 def measure(addresses: dict[str, str], model: str, protocol: str, seconds: int) -> dict[str, float]:
+    """CPU per request, mean batch and throughput at concurrency 32, then a lone client's p50."""
+    found = _saturated(addresses, model, protocol, seconds)
+    floor = "metrics" not in addresses
+    alone = perf_analyzer.run_load(
+        model="identity" if floor else model,
+        protocol=protocol,
+        url=addresses[protocol],
+        concurrency=1,
+        shape=f"INPUT0:{MODELS['identity' if floor else model][0]}",
+        measurement_ms=seconds * 1000,
+        any_spread=True,
+    )
+    return {**found, "p50_c1_us": alone.p50_us}
+
+
+def _saturated(
+    addresses: dict[str, str], model: str, protocol: str, seconds: int
+) -> dict[str, float]:
     pid = int(addresses["pid"])
     floor = "metrics" not in addresses  # the floor serves no statistics
     before = (0, 0) if floor else counts(addresses["http"], model)
@@ -152,12 +182,20 @@ def main(argv: list[str] | None = None) -> None:
         "--http-workers", type=lambda text: [int(n) for n in text.split(",") if n], default=[],
         help="also serve this tree with --http-workers N for each N (comma-separated, HTTP only)",
     )  # fmt: skip
+    parser.add_argument(
+        "--parameter", action="append", default=[], metavar="KEY=VALUE",
+        help="also serve this tree with this config parameter on both models (repeatable)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
+    if bad := [p for p in args.parameter if "=" not in p.strip("=")]:
+        parser.error(f"--parameter takes KEY=VALUE, got {bad[0]!r}")
     workers = [
         *(f"--grpc-workers {n}" for n in args.grpc_workers if n > 0),
         *(f"--http-workers {n}" for n in args.http_workers if n > 0),
     ]
-    labels = ["this tree", *(["baseline"] if args.baseline else []), *workers, "floor"]
+    labels = [
+        "this tree", *(["baseline"] if args.baseline else []), *args.parameter, *workers, "floor"
+    ]  # fmt: skip
     points = [
         (label, model, protocol)
         for label in labels
@@ -188,12 +226,14 @@ def main(argv: list[str] | None = None) -> None:
                 f"{statistics.median(r['cpu_us'] for r in results):.0f}",
                 f"{statistics.median(r['batch'] for r in results):.1f}",
                 f"{statistics.median(r['throughput'] for r in results):.0f}",
+                f"{statistics.median(r['p50_c1_us'] for r in results):.0f}",
                 " / ".join(f"{r['cpu_us']:.0f}" for r in results),
             ]
         )
     body = "\n\n".join(
         [
-            "### Server CPU per request at concurrency 32 (dynamic batching, max 32, delay 0)",
+            "### Server CPU per request at concurrency 32, and a lone client's p50 "
+            "(dynamic batching, max 32, delay 0)",
             report.machine_line(),
             report.table(
                 [
@@ -203,6 +243,7 @@ def main(argv: list[str] | None = None) -> None:
                     "CPU µs per request",
                     "mean batch",
                     "infer/s",
+                    "p50 µs at concurrency 1",
                     "CPU µs per request, each round",
                 ],
                 rows,
@@ -211,7 +252,8 @@ def main(argv: list[str] | None = None) -> None:
             f"start: {', '.join(loads)}. The floor has no statistics: its CPU per request is its "
             "cores over the run ÷ perf_analyzer's throughput.",
             "Reproduce: `PERF_ANALYZER=/path/to/perf_analyzer python -m bench cost "
-            "[--baseline ../before] [--grpc-workers 1,2] [--http-workers 1,2]`",
+            "[--baseline ../before] [--parameter KEY=VALUE] [--grpc-workers 1,2] "
+            "[--http-workers 1,2]`",
         ]
     )
     report.write_section("cost", body)

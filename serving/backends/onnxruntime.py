@@ -4,9 +4,9 @@ Runs on the CPU execution provider; a GPU placement runs on the CUDA provider (a
 the config asks for it in ``optimization.execution_accelerators``, see ``ort_providers``), and
 fails to load, never falls back to the CPU, where the runtime has no CUDA. Sessions
 are sized by the instance's placement (intra-op threads) and config ``parameters``:
-``intra_op_thread_count``, ``inter_op_thread_count``, ``enable_mem_arena`` and
-``graph_optimization_level`` (same meaning as ``optimization.graph.level``: -1 basic, 1 extended,
-otherwise all). Only the outputs a batch asked for are computed.
+``intra_op_thread_count``, ``inter_op_thread_count``, ``enable_mem_arena``, ``allow_spinning``
+and ``graph_optimization_level`` (same meaning as ``optimization.graph.level``: -1 basic, 1
+extended, otherwise all). Only the outputs a batch asked for are computed.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from repository.config.accelerators import CUDA_PROVIDER, provider_options
 from serving.backends.artifacts import engine_cache_dir, model_file
 from serving.backends.base import ExecuteResult, ModelInstance, TensorInfo
 from serving.backends.batching import BatchExecutor
-from serving.backends.registry import int_parameter, parameter
+from serving.backends.registry import bool_parameter, int_parameter
 from serving.core.types import InferRequest
 from serving.errors import InvalidArgumentError, UnavailableError
 
@@ -143,9 +143,18 @@ class OnnxRuntimeInstance(ModelInstance):
             -1: ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
             1: ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
         }.get(level, ort.GraphOptimizationLevel.ORT_ENABLE_ALL)
-        arena = parameter(config, "enable_mem_arena")
+        arena = bool_parameter(config, "enable_mem_arena")
         if arena is not None:
-            options.enable_cpu_mem_arena = arena.strip().lower() in ("1", "true", "yes", "on")
+            options.enable_cpu_mem_arena = arena
+        spinning = bool_parameter(config, "allow_spinning")
+        if spinning is not None:
+            # ORT's pool threads spin between runs so the next one starts at once: a lone
+            # client's latency is lower, but under load the spinning takes cores the protocol
+            # work needs (docs/backends.md has the figures).
+            for pool in ("intra_op", "inter_op"):
+                options.add_session_config_entry(
+                    f"session.{pool}.allow_spinning", str(int(spinning))
+                )
         options.log_severity_level = 3
         return options
 

@@ -96,6 +96,24 @@ def int_parameter(config: model_config_pb2.ModelConfig, key: str) -> int | None:
         ) from None
 
 
+TRUE_WORDS = ("1", "true", "yes", "on")
+FALSE_WORDS = ("0", "false", "no", "off")
+
+
+def bool_parameter(config: model_config_pb2.ModelConfig, key: str) -> bool | None:
+    """A yes/no config parameter; None when absent or blank. Anything else than the usual
+    words fails the load instead of quietly meaning "no"."""
+    value = parameter(config, key)
+    if value is None or not value.strip():
+        return None
+    word = value.strip().lower()
+    if word in TRUE_WORDS or word in FALSE_WORDS:
+        return word in TRUE_WORDS
+    raise UnavailableError(
+        f"model '{config.name}': parameter '{key}' must be true or false, got '{value}'"
+    )
+
+
 def plan_placements(
     config: model_config_pb2.ModelConfig, *, cpu_count: int, gpu_count: int
 ) -> list[InstancePlacement]:

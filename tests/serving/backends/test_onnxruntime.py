@@ -275,3 +275,47 @@ def test_sequence_control_tensors_are_not_rejected_as_unknown_inputs() -> None:
         RequestChecker(config).check(
             InferRequest(model_name="seq", inputs={**inputs, "OTHER": inputs["X"]})
         )
+
+
+def _session_options(tmp_path: Path, parameters: str) -> object:
+    model_dir = demo_models.write_onnx_identity(tmp_path)
+    edit = "".join(
+        f'parameters {{ key: "{key}" value {{ string_value: "{value}" }} }}\n'
+        for key, value in (item.split("=") for item in parameters.split(",") if item)
+    )
+    instance = OnnxRuntimeInstance(spec_for(model_dir, edit=edit), CPU)
+    instance.load()
+    try:
+        return instance._require_session().get_session_options()
+    finally:
+        instance.unload()
+
+
+@pytest.mark.parametrize(("value", "expected"), [("false", "0"), ("Off", "0"), ("true", "1")])
+def test_allow_spinning_reaches_both_of_the_sessions_thread_pools(
+    tmp_path: Path, value: str, expected: str
+) -> None:
+    options = _session_options(tmp_path, f"allow_spinning={value}")
+    for pool in ("intra_op", "inter_op"):
+        assert options.get_session_config_entry(f"session.{pool}.allow_spinning") == expected  # type: ignore[attr-defined]
+
+
+def test_without_allow_spinning_the_session_keeps_ort_s_default(tmp_path: Path) -> None:
+    options = _session_options(tmp_path, "")
+    with pytest.raises(RuntimeError, match="does not have configuration"):
+        options.get_session_config_entry("session.intra_op.allow_spinning")  # type: ignore[attr-defined]
+
+
+def test_enable_mem_arena_false_turns_the_arena_off(tmp_path: Path) -> None:
+    assert _session_options(tmp_path, "enable_mem_arena=false").enable_cpu_mem_arena is False  # type: ignore[attr-defined]
+    assert _session_options(tmp_path, "enable_mem_arena=1").enable_cpu_mem_arena is True  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("key", ["allow_spinning", "enable_mem_arena"])
+def test_a_yes_no_parameter_with_another_word_fails_the_load_by_name(
+    tmp_path: Path, key: str
+) -> None:
+    with pytest.raises(
+        UnavailableError, match=f"parameter '{key}' must be true or false, got 'sometimes'"
+    ):
+        _session_options(tmp_path, f"{key}=sometimes")
