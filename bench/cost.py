@@ -1,9 +1,10 @@
 """Server CPU per request and the batches it formed: this tree beside another, alternating.
 
 `python -m bench cost [--baseline DIR] [--rounds N] [--parameter KEY=VALUE] [--grpc-workers 1,2]
-[--http-workers 1,2]` serves the MLP 256→1024→1024→16 and the identity model (dynamic batching, max batch 32, delay 0,
-as the peers comparison configures them) from this tree and, when given, from a second tree (e.g.
-`git worktree add ../before main`), and drives each at concurrency 32 over HTTP and gRPC. Beside
+[--http-workers 1,2]` serves the MLP 256→1024→1024→16 and the identity model (dynamic batching,
+max batch 32, delay 0, as the peers comparison configures them) from this tree and, when given,
+from a second tree (e.g. `git worktree add ../before main`), and drives each at concurrency 32
+over HTTP and gRPC. Beside
 them it drives the transport floor (`bench/transport_floor.py`: an echo model on the same uvicorn
 and grpc.aio stacks).
 
@@ -124,17 +125,23 @@ def _target(label: str, repo: Path, baseline: Path | None) -> Iterator[dict[str,
 def measure(addresses: dict[str, str], model: str, protocol: str, seconds: int) -> dict[str, float]:
     """CPU per request, mean batch and throughput at concurrency 32, then a lone client's p50."""
     found = _saturated(addresses, model, protocol, seconds)
-    floor = "metrics" not in addresses
-    alone = perf_analyzer.run_load(
+    alone = _load(addresses, model, protocol, seconds, concurrency=1)
+    return {**found, "p50_c1_us": alone.p50_us}
+
+
+def _load(
+    addresses: dict[str, str], model: str, protocol: str, seconds: int, *, concurrency: int
+) -> perf_analyzer.LoadResult:
+    floor = "metrics" not in addresses  # the floor serves only its echo "identity"
+    return perf_analyzer.run_load(
         model="identity" if floor else model,
         protocol=protocol,
         url=addresses[protocol],
-        concurrency=1,
+        concurrency=concurrency,
         shape=f"INPUT0:{MODELS['identity' if floor else model][0]}",
         measurement_ms=seconds * 1000,
         any_spread=True,
     )
-    return {**found, "p50_c1_us": alone.p50_us}
 
 
 def _saturated(
@@ -144,15 +151,7 @@ def _saturated(
     floor = "metrics" not in addresses  # the floor serves no statistics
     before = (0, 0) if floor else counts(addresses["http"], model)
     cpu, began = tree_cpu_s(pid), time.monotonic()
-    result = perf_analyzer.run_load(
-        model="identity" if floor else model,
-        protocol=protocol,
-        url=addresses[protocol],
-        concurrency=32,
-        shape=f"INPUT0:{MODELS['identity' if floor else model][0]}",
-        measurement_ms=seconds * 1000,
-        any_spread=True,
-    )
+    result = _load(addresses, model, protocol, seconds, concurrency=32)
     used, wall = tree_cpu_s(pid) - cpu, time.monotonic() - began
     if floor:  # no request count: cores over the run ÷ the measured throughput
         return {
