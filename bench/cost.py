@@ -17,7 +17,7 @@ CPU each request costs moves much less. Rounds alternate the trees so that drift
 ``--grpc-workers 1,2`` adds this tree served with that many gRPC front-end processes (gRPC only),
 ``--http-workers 1,2`` the same for HTTP (HTTP only); the process tree's CPU includes the
 front-ends. ``--parameter KEY=VALUE`` (repeatable) adds this tree serving models whose configs
-carry that backend parameter, e.g. ``allow_spinning=false``.
+carry that backend parameter, e.g. ``allow_spinning=false``, alone and with each front-end flag.
 """
 
 from __future__ import annotations
@@ -97,25 +97,27 @@ def write_models(repo: Path, parameter: str = "") -> None:
         (repo / name / "config.pbtxt").write_text(text)
 
 
-WORKERS_LABELS = {"--grpc-workers ": "grpc", "--http-workers ": "http"}
+WORKERS_FLAGS = {"--grpc-workers": "grpc", "--http-workers": "http"}
 
 
-def _workers_protocol(label: str) -> str:
-    return next(protocol for prefix, protocol in WORKERS_LABELS.items() if label.startswith(prefix))
+def _only_protocol(label: str) -> str | None:
+    """The one protocol a label's front-end flag serves through (None: both)."""
+    return next((WORKERS_FLAGS[word] for word in label.split() if word in WORKERS_FLAGS), None)
 
 
 @contextlib.contextmanager
 def _target(label: str, repo: Path, baseline: Path | None) -> Iterator[dict[str, str]]:
-    if "=" in label:  # this tree, its models configured with one more parameter
+    words = label.split()
+    if words and "=" in words[0]:  # this tree, its models with one more parameter (and flags)
         with tempfile.TemporaryDirectory() as folder:
-            write_models(Path(folder), parameter=label)
-            with serving(Path(folder)) as found:
+            write_models(Path(folder), parameter=words[0])
+            with serving(Path(folder), extra_args=tuple(words[1:])) as found:
                 yield found
     elif label == "floor":
         with transport_floor() as addresses:
             yield addresses
-    elif label.startswith(tuple(WORKERS_LABELS)):  # this tree, through front-end processes
-        with serving(repo, extra_args=tuple(label.split())) as found:
+    elif _only_protocol(label):  # this tree, through front-end processes
+        with serving(repo, extra_args=tuple(words)) as found:
             yield found
     else:
         with serving(repo, root=baseline if label == "baseline" and baseline else ROOT) as found:
@@ -193,15 +195,15 @@ def main(argv: list[str] | None = None) -> None:
         *(f"--http-workers {n}" for n in args.http_workers if n > 0),
     ]
     labels = [
-        "this tree", *(["baseline"] if args.baseline else []), *args.parameter, *workers, "floor"
+        "this tree", *(["baseline"] if args.baseline else []), *args.parameter, *workers,
+        *(f"{parameter} {flag}" for parameter in args.parameter for flag in workers), "floor",
     ]  # fmt: skip
     points = [
         (label, model, protocol)
         for label in labels
         for model in MODELS
         for protocol in ("http", "grpc")
-        if (label != "floor" or model == "identity")
-        and (label not in workers or protocol == _workers_protocol(label))
+        if (label != "floor" or model == "identity") and _only_protocol(label) in (None, protocol)
     ]
     found: dict[tuple[str, str, str], list[dict[str, float]]] = {p: [] for p in points}
     loads = []

@@ -29,3 +29,19 @@ def test_each_model_loads_with_the_variants_parameter(tmp_path: Path, parameter:
                 assert options.get_session_config_entry("session.intra_op.allow_spinning") == "0"
         finally:
             instance.unload()
+
+
+@pytest.mark.parametrize(
+    ("label", "protocol"),
+    [
+        ("this tree", None),
+        ("allow_spinning=false", None),
+        ("--grpc-workers 1", "grpc"),
+        ("--http-workers 2", "http"),
+        ("allow_spinning=false --grpc-workers 1", "grpc"),
+    ],
+)
+def test_a_label_with_a_front_end_flag_is_measured_over_that_protocol_only(
+    label: str, protocol: str | None
+) -> None:
+    assert cost._only_protocol(label) == protocol
