@@ -4,16 +4,15 @@
 [--http-workers 1,2]` serves the MLP 256→1024→1024→16 and the identity model (dynamic batching,
 max batch 32, delay 0, as the peers comparison configures them) from this tree and, when given,
 from a second tree (e.g. `git worktree add ../before main`), and drives each at concurrency 32
-over HTTP and gRPC. Beside
-them it drives the transport floor (`bench/transport_floor.py`: an echo model on the same uvicorn
-and grpc.aio stacks).
+over HTTP and gRPC. Beside them it drives the transport floor (`bench/transport_floor.py`: an
+echo model on the same uvicorn and grpc.aio stacks).
 
 For each point it reports the server's CPU per request (its process tree's CPU time over the run
 divided by the requests its statistics counted, so perf_analyzer's warm-up and retries are counted
 too), the mean batch (inferences ÷ executions), and then one client's p50 (what spending CPU on
-a quick answer buys). CPU per request is the figure that holds on a
-machine shared with other work: a busy neighbour stretches latency and cuts throughput, but the
-CPU each request costs moves much less. Rounds alternate the trees so that drift hits both.
+a quick answer buys). CPU per request is the figure that holds on a machine shared with other
+work: a busy neighbour stretches latency and cuts throughput, but the CPU each request costs
+moves much less. Rounds alternate the trees so that drift hits both.
 ``--grpc-workers 1,2`` adds this tree served with that many gRPC front-end processes (gRPC only),
 ``--http-workers 1,2`` the same for HTTP (HTTP only); the process tree's CPU includes the
 front-ends. ``--parameter KEY=VALUE`` (repeatable) adds this tree serving models whose configs
