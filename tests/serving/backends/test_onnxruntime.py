@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+import onnxruntime as ort
 import pytest
 
 from repository import demo_models
@@ -277,7 +278,7 @@ def test_sequence_control_tensors_are_not_rejected_as_unknown_inputs() -> None:
         )
 
 
-def _session_options(tmp_path: Path, parameters: str) -> object:
+def _session_options(tmp_path: Path, parameters: str) -> ort.SessionOptions:
     model_dir = demo_models.write_onnx_identity(tmp_path)
     edit = "".join(
         f'parameters {{ key: "{key}" value {{ string_value: "{value}" }} }}\n'
@@ -297,18 +298,18 @@ def test_allow_spinning_reaches_both_of_the_sessions_thread_pools(
 ) -> None:
     options = _session_options(tmp_path, f"allow_spinning={value}")
     for pool in ("intra_op", "inter_op"):
-        assert options.get_session_config_entry(f"session.{pool}.allow_spinning") == expected  # type: ignore[attr-defined]
+        assert options.get_session_config_entry(f"session.{pool}.allow_spinning") == expected
 
 
 def test_without_allow_spinning_the_session_keeps_ort_s_default(tmp_path: Path) -> None:
     options = _session_options(tmp_path, "")
     with pytest.raises(RuntimeError, match="does not have configuration"):
-        options.get_session_config_entry("session.intra_op.allow_spinning")  # type: ignore[attr-defined]
+        options.get_session_config_entry("session.intra_op.allow_spinning")
 
 
 def test_enable_mem_arena_false_turns_the_arena_off(tmp_path: Path) -> None:
-    assert _session_options(tmp_path, "enable_mem_arena=false").enable_cpu_mem_arena is False  # type: ignore[attr-defined]
-    assert _session_options(tmp_path, "enable_mem_arena=1").enable_cpu_mem_arena is True  # type: ignore[attr-defined]
+    assert _session_options(tmp_path, "enable_mem_arena=false").enable_cpu_mem_arena is False
+    assert _session_options(tmp_path, "enable_mem_arena=1").enable_cpu_mem_arena is True
 
 
 @pytest.mark.parametrize("key", ["allow_spinning", "enable_mem_arena"])
