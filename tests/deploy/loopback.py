@@ -45,6 +45,7 @@ class LoopbackProxy:
         self._server: asyncio.Server | None = None
         self._writers: set[asyncio.StreamWriter] = set()
         self._checks: asyncio.Future[None] | None = None
+        self._checking = True
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
         self._thread.start()
@@ -136,13 +137,16 @@ class LoopbackProxy:
         self._checks = asyncio.ensure_future(self._check_forever())
 
     async def _stop_health_checks(self) -> None:
+        self._checking = False
         if self._checks is not None:
             self._checks.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._checks
 
     async def _check_forever(self) -> None:
-        while True:
+        # NOTE: a flag as well as the cancel: on Python 3.11 a cancel that lands as an awaited
+        # step completes can be swallowed, and the loop would then run on (and close() hang).
+        while self._checking:
             for port in self.upstreams:
                 if await _http_ok(port, self.health_path):
                     self._healthy.add(port)
@@ -159,13 +163,16 @@ async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> N
 
 
 async def _http_ok(port: int, path: str) -> bool:
+    # NOTE: asyncio.timeout, not wait_for: wait_for on Python 3.11 may swallow a cancel.
     try:
-        reader, writer = await asyncio.wait_for(asyncio.open_connection("127.0.0.1", port), 1.0)
+        async with asyncio.timeout(1.0):
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
     except (OSError, TimeoutError):
         return False
     try:
         writer.write(f"GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode())
-        status = await asyncio.wait_for(reader.readline(), 1.0)
+        async with asyncio.timeout(1.0):
+            status = await reader.readline()
         return status.split(b" ")[1:2] == [b"200"]
     except (OSError, TimeoutError, IndexError):
         return False
