@@ -76,6 +76,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=float,
         help="registry mode: unload an unused on-demand version after this (default 600)",
     )
+    add("--backend-config", dest="backend_config", action="append",
+        help="'<backend>,<setting>=<value>': a parameter every model of that backend gets "
+             "unless its config sets it (repeatable; Triton's flag)")  # fmt: skip
     add("--log-verbose", type=int, default=0, help="0: info, 1 or more: debug")
     _add_tls_arguments(parser)
 
@@ -113,7 +116,9 @@ def settings_from_args(options: dict[str, Any]) -> ServingSettings:
     for protocol_workers in ("grpc_workers", "http_workers"):
         if overrides[protocol_workers] is None:
             overrides[protocol_workers] = options.get("workers")
-    for repeated in ("load_models", "http_restricted_apis", "grpc_restricted_protocols"):
+    repeatable = ("load_models", "http_restricted_apis", "grpc_restricted_protocols",
+                  "backend_config")  # fmt: skip
+    for repeated in repeatable:
         if options.get(repeated):
             overrides[repeated] = tuple(options[repeated])
     return settings_from_env(**overrides)

@@ -80,6 +80,7 @@ class ServingSettings:
     max_in_flight_requests: int = DEFAULT_MAX_IN_FLIGHT_REQUESTS  # per replica; 0: no cap
     on_demand_max_versions: int = 2  # registry mode: extra versions per model kept loaded
     on_demand_idle_s: float = 600.0  # registry mode: an unused extra version unloads after this
+    backend_config: tuple[str, ...] = ()  # Triton's '<backend>,<setting>=<value>'
 
     def __post_init__(self) -> None:
         # Resolved first: the checks below (explicit model control on a non-loopback address)
@@ -130,6 +131,7 @@ class ServingSettings:
         if self.on_demand_idle_s <= 0:
             problems.append("--on-demand-idle-secs: must be positive")
         problems.extend(self._restriction_problems())
+        problems.extend(self._backend_config_problems())
         problems.extend(self._tls_problems())
         problems += self._auth_problems()
         return problems
@@ -159,6 +161,20 @@ class ServingSettings:
         if self.http_workers and self.max_request_bytes >= 2**32 - 2**16:
             return ["--http-workers: --http-max-input-size must be under 4 GiB"]
         return []
+
+    def _backend_config_problems(self) -> list[str]:
+        try:
+            self.backend_defaults  # noqa: B018 (parsed for its errors)
+        except ValueError as error:
+            return [str(error)]
+        return []
+
+    @property
+    def backend_defaults(self) -> dict[str, dict[str, str]]:
+        """``--backend-config`` as backend -> {setting -> value}."""
+        from serving.backends.backend_config import parse_backend_config
+
+        return parse_backend_config(self.backend_config)
 
     def _tls_problems(self) -> list[str]:
         problems: list[str] = []
@@ -332,6 +348,7 @@ def settings_from_env(env: Mapping[str, str] | None = None, **overrides: object)
     for variable, field in (
         ("SERVING_HTTP_RESTRICTED_API", "http_restricted_apis"),
         ("SERVING_GRPC_RESTRICTED_PROTOCOL", "grpc_restricted_protocols"),
+        ("SERVING_BACKEND_CONFIG", "backend_config"),
     ):
         if env.get(variable):  # several groups separated by ';' (a group holds ',' and ':')
             values[field] = tuple(g for g in env[variable].split(";") if g)

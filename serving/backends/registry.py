@@ -14,6 +14,12 @@ from collections.abc import Iterable
 
 from tritonclient.grpc import model_config_pb2
 
+from serving.backends.backend_config import (
+    FALSE_WORDS,
+    TRUE_WORDS,
+    BackendDefaults,
+    with_backend_defaults,
+)
 from serving.backends.base import InstancePlacement, ModelInstance
 from serving.core.model_spec import ModelSpec
 from serving.errors import UnavailableError, UnsupportedError
@@ -96,10 +102,6 @@ def int_parameter(config: model_config_pb2.ModelConfig, key: str) -> int | None:
         ) from None
 
 
-TRUE_WORDS = ("1", "true", "yes", "on")
-FALSE_WORDS = ("0", "false", "no", "off")
-
-
 def bool_parameter(config: model_config_pb2.ModelConfig, key: str) -> bool | None:
     """A yes/no config parameter; None when absent or blank. Anything else than the usual
     words fails the load instead of quietly meaning "no"."""
@@ -157,14 +159,24 @@ def intra_op_threads(
     return max(1, max(cpu_count, 1) // max(instance_count, 1))
 
 
-def create_instances(spec: ModelSpec, *, cpu_count: int, gpu_count: int) -> list[ModelInstance]:
+def create_instances(
+    spec: ModelSpec,
+    *,
+    cpu_count: int,
+    gpu_count: int,
+    backend_defaults: BackendDefaults | None = None,
+) -> list[ModelInstance]:
     """The (not yet loaded) instances of a version; ensembles have none.
 
-    The caller loads them (``load_instances``) off the event loop.
+    ``backend_defaults`` (``--backend-config``) fill in the parameters the config leaves unset;
+    the instances see them, the served config does not. The caller loads the instances
+    (``load_instances``) off the event loop.
     """
     if spec.config.platform == "ensemble":
         return []
-    cls = instance_class(backend_name(spec.config))
+    backend = backend_name(spec.config)
+    cls = instance_class(backend)
+    spec = with_backend_defaults(spec, backend, backend_defaults or {})
     placements = plan_placements(spec.config, cpu_count=cpu_count, gpu_count=gpu_count)
     return [cls(spec, placement) for placement in placements]
 

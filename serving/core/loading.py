@@ -67,11 +67,16 @@ def default_instance_factory(
     """Instances from the backend table, loaded; ``infer_host`` reaches those that need it."""
     from serving.core.devices import gpu_count
 
+    backend_defaults = settings.backend_defaults  # parsed once; the settings checked it
+
     def create(spec: ModelSpec) -> list[ModelInstance]:
         from serving.backends.registry import create_instances, load_instances
 
         instances = create_instances(
-            spec, cpu_count=settings.effective_cpu_count, gpu_count=gpu_count(settings)
+            spec,
+            cpu_count=settings.effective_cpu_count,
+            gpu_count=gpu_count(settings),
+            backend_defaults=backend_defaults,
         )
         for instance in instances:
             if isinstance(instance, CallsOtherModels):
