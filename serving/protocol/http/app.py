@@ -33,6 +33,7 @@ from serving.protocol.errors import HTTP_STATUS
 from serving.protocol.http import compression, generate
 from serving.protocol.http.body import Body, BodyBuffer
 from serving.protocol.http.disconnect import ClientDisconnected, Message, Receive, until_disconnect
+from serving.protocol.http.whole_answer import WHOLE_ANSWER_BYTES, whole_answer
 from serving.protocol.json_codec import decode_infer_request, encode_infer_response, parse_json
 
 logger = logging.getLogger("serving.http")
@@ -233,7 +234,14 @@ class HttpApp:
             if compressed is not None:
                 pieces = [compressed]
                 out_headers.append((b"content-encoding", encoding))
-        await _send_pieces(send, 200, pieces, _OCTET if any_binary else _JSON, out_headers)
+        content_type = _OCTET if any_binary else _JSON
+        writer = whole_answer(scope)
+        if writer is not None and sum(len(piece) for piece in pieces) <= WHOLE_ANSWER_BYTES:
+            out_headers.append((b"content-type", content_type))
+            if writer.write(200, out_headers, b"".join(pieces)):
+                return
+            out_headers.pop()
+        await _send_pieces(send, 200, pieces, content_type, out_headers)
 
     def _raw_request(self, name: str, version: int | None, body: Body) -> InferRequest:
         lv = self.server.resolve(name, version)

@@ -28,6 +28,7 @@ import uvloop
 
 from serving.protocol.http import relay_wire as wire
 from serving.protocol.http.listener import data_plane_server
+from serving.protocol.http.whole_answer import WHOLE_ANSWER_BYTES, WholeAnswer, whole_answer
 
 logger = logging.getLogger("serving.http.frontend")
 
@@ -130,7 +131,7 @@ class RelayApp:
             watcher = asyncio.ensure_future(_relay_body(relay, call, receive, more))
             watcher.add_done_callback(lambda _: answer.wake())
             try:
-                await _answer(relay, call, answer, watcher, send)
+                await _answer(relay, call, answer, watcher, send, whole_answer(scope))
             finally:
                 watcher.cancel()
         finally:
@@ -152,7 +153,12 @@ async def _relay_body(relay: Relay, call: int, receive: Any, more: bool) -> None
 
 
 async def _answer(
-    relay: Relay, call: int, answer: PendingAnswer, gone: asyncio.Future[None], send: Any
+    relay: Relay,
+    call: int,
+    answer: PendingAnswer,
+    gone: asyncio.Future[None],
+    send: Any,
+    writer: WholeAnswer | None,
 ) -> None:
     started = False
     while True:
@@ -160,6 +166,8 @@ async def _answer(
             kind, payload = answer.frames.popleft()
             if kind == wire.START:
                 status, headers = wire.decode_start(payload)
+                if _written_whole(answer, status, headers, writer):
+                    return
                 started = True
                 await send({"type": "http.response.start", "status": status, "headers": headers})
             elif kind in (wire.BODY, wire.END):
@@ -175,6 +183,20 @@ async def _answer(
                 relay.send(wire.frame(call, wire.DISCONNECT))
             return
         await answer.wait()
+
+
+def _written_whole(
+    answer: PendingAnswer, status: int, headers: Any, writer: WholeAnswer | None
+) -> bool:
+    """An answer whose end has come with its start leaves in one write (most of them: the
+    serving process sends a small answer's frames in one write)."""
+    if writer is None or not answer.frames or answer.frames[0][0] != wire.END:
+        return False
+    body = answer.frames[0][1]
+    if len(body) > WHOLE_ANSWER_BYTES or not writer.write(status, headers, body):
+        return False
+    answer.frames.popleft()
+    return True
 
 
 async def _server_lost(send: Any, started: bool) -> None:

@@ -20,7 +20,7 @@ from collections.abc import Callable
 
 import orjson
 
-from serving.protocol.http.disconnect_protocol import DisconnectWatchProtocol
+from serving.protocol.http.data_plane_protocol import DataPlaneProtocol
 
 
 def request_timeout_answer(message: str) -> bytes:
@@ -60,7 +60,7 @@ class Deadline:
         self._callback()
 
 
-class HeaderTimeoutProtocol(DisconnectWatchProtocol):
+class HeaderTimeoutProtocol(DataPlaneProtocol):
     """uvicorn's httptools protocol (with disconnect watches) and a deadline on request headers
     (see the module)."""
 

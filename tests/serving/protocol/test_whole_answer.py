@@ -1,0 +1,228 @@
+"""Infer answers written whole: one write with the status line, headers and body, and every case
+where uvicorn's own ``send`` must take the answer instead."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tritonclient.http as httpclient
+from uvicorn.protocols.http.flow_control import FlowControl
+from uvicorn.protocols.http.httptools_impl import RequestResponseCycle
+
+from repository import demo_models as dm
+from serving.main import ServingProcess
+from serving.protocol.http.whole_answer import WholeAnswer
+from tests.serving.harness import HTTP_WORKER_IDS, HTTP_WORKERS, serving
+
+pytestmark = pytest.mark.embedded
+
+BODY = json.dumps({"inputs": [{"name": "INPUT0", "shape": [1, 4], "datatype": "FP32",
+                               "data": [1, 2, 3, 4]}]}).encode()  # fmt: skip
+BINARY_OUT_BODY = json.dumps({
+    "inputs": [{"name": "INPUT0", "shape": [1, 4], "datatype": "FP32", "data": [1, 2, 3, 4]}],
+    "outputs": [{"name": "OUTPUT0", "parameters": {"binary_data": True}}],
+}).encode()  # fmt: skip
+
+
+class RecordingTransport(asyncio.Transport):
+    """A transport that keeps what is written to it (the socket's side is not under test)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.writes: list[bytes] = []
+        self.closed = False
+        self.paused_reading = False
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        self.writes.append(bytes(data))
+
+    def close(self) -> None:
+        self.closed = True
+
+    def is_closing(self) -> bool:
+        return self.closed
+
+    def pause_reading(self) -> None:
+        self.paused_reading = True
+
+    def resume_reading(self) -> None:
+        self.paused_reading = False
+
+
+def _cycle(
+    transport: RecordingTransport, *, keep_alive: bool = True, method: str = "POST"
+) -> tuple[RequestResponseCycle, list[str]]:
+    completed: list[str] = []
+    cycle = RequestResponseCycle(
+        scope={"method": method, "type": "http"},  # type: ignore[typeddict-item]
+        transport=transport,
+        flow=FlowControl(transport),
+        logger=None,  # type: ignore[arg-type]
+        access_logger=None,  # type: ignore[arg-type]
+        access_log=False,
+        default_headers=[(b"date", b"Wed, 02 Dec 2026 12:00:00 GMT")],
+        message_event=asyncio.Event(),
+        expect_100_continue=False,
+        keep_alive=keep_alive,
+        on_response=lambda: completed.append("done"),
+    )
+    return cycle, completed
+
+
+def test_the_whole_answer_is_one_write_and_completes_the_cycle() -> None:
+    transport = RecordingTransport()
+    cycle, completed = _cycle(transport)
+    assert WholeAnswer(cycle).write(200, [(b"content-type", b"application/json")], b'{"a":1}')
+    assert transport.writes == [
+        b"HTTP/1.1 200 OK\r\ndate: Wed, 02 Dec 2026 12:00:00 GMT\r\n"
+        b"content-type: application/json\r\ncontent-length: 7\r\n\r\n"
+        b'{"a":1}'
+    ]
+    assert cycle.response_started and cycle.response_complete and cycle.message_event.is_set()
+    assert completed == ["done"] and not transport.closed
+
+
+def test_a_connection_that_does_not_stay_open_says_so_and_closes() -> None:
+    transport = RecordingTransport()
+    cycle, completed = _cycle(transport, keep_alive=False)
+    assert WholeAnswer(cycle).write(200, [], b"x")
+    assert b"connection: close\r\n" in transport.writes[0]
+    assert transport.closed and completed == ["done"]
+
+
+def test_a_relayed_content_length_is_replaced_and_connection_close_is_honoured() -> None:
+    transport = RecordingTransport()
+    cycle, completed = _cycle(transport)
+    relayed = [(b"content-length", b"99"), (b"connection", b"close")]
+    assert WholeAnswer(cycle).write(413, relayed, b"too big")
+    (written,) = transport.writes
+    assert written.startswith(b"HTTP/1.1 413 Request Entity Too Large\r\n")
+    assert b"content-length: 7\r\n" in written and b"content-length: 99" not in written
+    assert written.count(b"connection: close") == 1
+    assert not cycle.keep_alive and transport.closed and completed == ["done"]
+
+
+@pytest.mark.parametrize(
+    "state",
+    ["started", "disconnected", "write buffer full", "HEAD", "204", "chunked"],
+)
+def test_it_declines_where_send_must_take_the_answer(state: str) -> None:
+    transport = RecordingTransport()
+    cycle, completed = _cycle(transport, method="HEAD" if state == "HEAD" else "POST")
+    status, headers = 200, []
+    if state == "started":
+        cycle.response_started = True
+    elif state == "disconnected":
+        cycle.disconnected = True
+    elif state == "write buffer full":
+        cycle.flow.pause_writing()
+    elif state == "204":
+        status = 204
+    elif state == "chunked":
+        headers = [(b"transfer-encoding", b"chunked")]
+    assert not WholeAnswer(cycle).write(status, headers, b"x")
+    assert transport.writes == [] and completed == [] and not cycle.response_complete
+
+
+def test_a_header_value_with_a_line_break_is_left_to_send_which_refuses_it() -> None:
+    transport = RecordingTransport()
+    cycle, _ = _cycle(transport)
+    assert not WholeAnswer(cycle).write(200, [(b"x-a", b"1\r\nx-b: 2")], b"x")
+    assert transport.writes == [] and not cycle.response_started
+
+
+@pytest.fixture(scope="module", params=HTTP_WORKERS, ids=HTTP_WORKER_IDS)
+def server(
+    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[ServingProcess]:
+    """In-process, and behind front-ends, which write the relayed answers whole as well."""
+    repo: Path = tmp_path_factory.mktemp("repo")
+    dm.write_onnx_identity(repo, "identity", dims=(-1,), max_batch_size=8)
+    with serving(repo, http_workers=request.param) as process:
+        yield process
+
+
+def _request(version: bytes = b"1.1", extra: bytes = b"", body: bytes = BODY) -> bytes:
+    return (
+        b"POST /v2/models/identity/infer HTTP/" + version + b"\r\nHost: test\r\n" + extra
+        + b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body) + body
+    )  # fmt: skip
+
+
+Answer = tuple[bytes, dict[bytes, bytes], bytes]
+
+
+def _read_answers(connection: socket.socket, count: int) -> list[Answer]:
+    """``count`` answers read off the socket, each as (status line, headers, body)."""
+    data = b""
+    answers = []
+    while len(answers) < count:
+        head, separator, rest = data.partition(b"\r\n\r\n")
+        if separator:
+            status, *lines = head.split(b"\r\n")
+            pairs = [tuple(line.split(b": ", 1)) for line in lines]
+            headers = dict(pairs)
+            headers[b"(last)"] = pairs[-1][0]
+            length = int(headers[b"content-length"])
+            if len(rest) >= length:
+                answers.append((status, headers, rest[:length]))
+                data = rest[length:]
+                continue
+        chunk = connection.recv(65536)
+        assert chunk, f"connection closed after {len(answers)} answers"
+        data += chunk
+    assert data == b""
+    return answers
+
+
+def test_pipelined_requests_on_one_connection_are_answered_whole_and_in_order(
+    server: ServingProcess,
+) -> None:
+    with socket.create_connection(("127.0.0.1", server.ports.http), timeout=30) as connection:
+        connection.sendall(_request(body=BINARY_OUT_BODY) * 3)
+        answers = _read_answers(connection, 3)
+        connection.sendall(_request(body=BINARY_OUT_BODY))  # the connection stays open for more
+        answers += _read_answers(connection, 1)
+    for status, headers, body in answers:
+        assert status == b"HTTP/1.1 200 OK" and b"date" in headers
+        assert headers[b"content-type"] == b"application/octet-stream"
+        json_length = int(headers[b"inference-header-content-length"])
+        header = json.loads(body[:json_length])
+        assert header["outputs"][0]["parameters"]["binary_data_size"] == 16
+        assert np.frombuffer(body[json_length:], np.float32).tolist() == [1, 2, 3, 4]
+        # uvicorn's ``send`` writes the headers in the app's order, which puts
+        # inference-header-content-length after content-length; the whole-answer writer always
+        # writes content-length last: so this answer was written whole.
+        assert headers[b"(last)"] == b"content-length"
+
+
+@pytest.mark.parametrize(("version", "extra"), [(b"1.0", b""), (b"1.1", b"Connection: close\r\n")])
+def test_a_client_that_asks_for_no_keep_alive_gets_its_answer_then_the_close(
+    server: ServingProcess, version: bytes, extra: bytes
+) -> None:
+    with socket.create_connection(("127.0.0.1", server.ports.http), timeout=30) as connection:
+        connection.sendall(_request(version, extra))
+        ((status, headers, body),) = _read_answers(connection, 1)
+        assert connection.recv(1) == b""  # closed by the server
+    assert status.endswith(b"200 OK") and headers[b"connection"] == b"close"
+    assert json.loads(body)["outputs"][0]["data"] == [1, 2, 3, 4]
+
+
+def test_binary_and_large_answers_arrive_intact(server: ServingProcess) -> None:
+    client = httpclient.InferenceServerClient(server.http_url)
+    try:
+        for length in (4, 64 * 1024):  # one whole write, then over the join limit: ``send``
+            data = np.arange(length, dtype=np.float32).reshape(1, length)
+            tensor = httpclient.InferInput("INPUT0", [1, length], "FP32")
+            tensor.set_data_from_numpy(data, binary_data=True)
+            wanted = httpclient.InferRequestedOutput("OUTPUT0", binary_data=True)
+            result = client.infer("identity", [tensor], outputs=[wanted])
+            np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), data)
+    finally:
+        client.close()
