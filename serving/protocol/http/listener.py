@@ -1,6 +1,6 @@
 """The uvicorn server every HTTP listener of the data plane runs (in the serving process, and in
 each HTTP front-end process): httptools with the header and body deadlines, no lifespan, no
-``server`` header and no per-request access log."""
+``server`` header, no per-request access log and no proxy-header rewriting."""
 
 from __future__ import annotations
 
@@ -29,6 +29,10 @@ def data_plane_server(
         access_log=False,
         log_config=None,
         server_header=False,
+        # NOTE: nothing on the data plane reads the client's address or scheme (no access log;
+        # callers are told apart by their token), so uvicorn's middleware would read
+        # X-Forwarded-For and X-Forwarded-Proto on every request for nobody.
+        proxy_headers=False,
         timeout_keep_alive=KEEP_ALIVE_S,
         timeout_graceful_shutdown=max(1, int(graceful_shutdown_s)),
         h11_max_incomplete_event_size=None,
