@@ -51,6 +51,11 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.scaling")
     parser.add_argument("--workers", default="1,2,4,8", help="front-end counts, comma-separated")
     parser.add_argument("--seconds", type=int, default=3, help="perf_analyzer's window")
+    parser.add_argument(
+        "--backend-config", action="append", default=[], metavar="BACKEND,SETTING=VALUE",
+        help="passed to the server (repeatable): e.g. onnxruntime,allow_spinning=false, whose "
+             "spinning pool threads take the cores the front-ends need",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     counts_wanted = [int(n) for n in args.workers.split(",") if n]
     found: Points = {}
@@ -58,7 +63,7 @@ def main(argv: list[str] | None = None) -> None:
         repo = Path(folder)
         write_models(repo)
         for workers in counts_wanted:
-            with serving(repo, extra_args=("--workers", str(workers))) as addresses:
+            with serving(repo, extra_args=server_args(workers, args.backend_config)) as addresses:
                 for model in MODELS:
                     for protocol in PROTOCOLS:
                         found[(model, protocol, workers)] = measure(
@@ -66,6 +71,13 @@ def main(argv: list[str] | None = None) -> None:
                         )
     report.write_section("scaling", _body(found, counts_wanted, args))
     print(_body(found, counts_wanted, args))
+
+
+def server_args(workers: int, backend_config: list[str]) -> tuple[str, ...]:
+    flags = ["--workers", str(workers)]
+    for entry in backend_config:
+        flags += ["--backend-config", entry]
+    return tuple(flags)
 
 
 def _body(
@@ -97,7 +109,8 @@ def _body(
         "front-ends; perf_analyzer at concurrency 32 × N. † perf_analyzer's windows did not agree "
         "within 15 %.",
         f"Reproduce: `PERF_ANALYZER=/path/to/perf_analyzer python -m bench.scaling --workers "
-        f"{args.workers} --seconds {args.seconds}`",
+        f"{args.workers} --seconds {args.seconds}"
+        + "".join(f" --backend-config {entry}" for entry in args.backend_config) + "`",
     ])  # fmt: skip
 
 
