@@ -37,8 +37,11 @@ def test_disconnected_client_request_is_dropped_from_the_queue(
         client = httpclient.InferenceServerClient(f"127.0.0.1:{process.ports.http}",
                                                   concurrency=2)  # fmt: skip
         queued = functools.partial(_queue_depth, process.ports.metrics)
-        busy = client.async_infer("slow", [_sleep_input(0)], parameters={"execute_delay_ms": 1500})
-        filler = client.async_infer("slow", [_sleep_input(0)])
+        # NOTE: both are slow: the two connections may deliver them in either order, and a quick
+        # one running first would leave the queue holding one request too briefly to be seen.
+        slow = {"execute_delay_ms": 1500}
+        busy = client.async_infer("slow", [_sleep_input(0)], parameters=slow)
+        filler = client.async_infer("slow", [_sleep_input(0)], parameters=slow)
         # One of the two holds the only instance, the other waits: the queue is known to be busy.
         _wait_until(lambda: queued() == 1)
         body = json.dumps({"inputs": [{"name": "INPUT0", "shape": [1, 4], "datatype": "FP32",
