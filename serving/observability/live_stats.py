@@ -59,7 +59,7 @@ def take_snapshot(stats: ModelStatistics, *, now: float | None = None) -> Snapsh
     """Copy the cumulative counters of ``stats`` consistently."""
     # NOTE: instances record from worker threads under this lock; holding it while copying keeps the
     # histograms and counts of one snapshot consistent with each other.
-    with stats._lock:
+    with stats.lock:
         return Snapshot(
             t=time.monotonic() if now is None else now,
             success=stats.success.count,
