@@ -72,30 +72,31 @@ def decode_infer_request(message: service_pb2.ModelInferRequest) -> InferRequest
             f"'{model_name}'"
         )
     bytes_elements = 0
+    inputs = request.inputs
+    # NOTE: each field read of a protobuf message builds a new Python object: read each once.
     for index, tensor in enumerate(message.inputs):
+        name, datatype = tensor.name, tensor.datatype
         shape = list(tensor.shape)
-        if any(dim < 0 for dim in shape):
-            raise InvalidArgumentError(f"input '{tensor.name}' has a negative dimension")
-        check_shape_span(shape, name=tensor.name)
-        if tensor.datatype == "BYTES":
+        if shape and min(shape) < 0:
+            raise InvalidArgumentError(f"input '{name}' has a negative dimension")
+        check_shape_span(shape, name=name)
+        if datatype == "BYTES":
             bytes_elements = add_bytes_elements(bytes_elements, shape, model_name=model_name)
-        if tensor.datatype not in NUMPY_BY_WIRE:
-            raise InvalidArgumentError(
-                f"invalid datatype '{tensor.datatype}' for input '{tensor.name}'"
-            )
+        if datatype not in NUMPY_BY_WIRE:
+            raise InvalidArgumentError(f"invalid datatype '{datatype}' for input '{name}'")
         if raw:
             if tensor.HasField("contents"):
                 raise InvalidArgumentError(
                     f"contents field must not be specified when using raw_input_contents for "
-                    f"'{tensor.name}' for model '{model_name}'"
+                    f"'{name}' for model '{model_name}'"
                 )
-            array = tensor_from_bytes(raw[index], tensor.datatype, shape, name=tensor.name,
+            array = tensor_from_bytes(raw[index], datatype, shape, name=name,
                                       model_name=model_name)  # fmt: skip
         else:
             array = _typed_contents(tensor, shape, model_name)
-        if tensor.name in request.inputs:
-            raise InvalidArgumentError(f"input '{tensor.name}' already exists in request")
-        request.inputs[tensor.name] = array
+        if name in inputs:
+            raise InvalidArgumentError(f"input '{name}' already exists in request")
+        inputs[name] = array
     if message.outputs:
         request.outputs = _requested_outputs(message)
     return request
