@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import struct
+from typing import Any
 
 import numpy as np
 import pytest
@@ -113,4 +114,41 @@ def test_a_shape_whose_dims_overflow_is_a_client_error_even_when_empty(shape: li
     message = service_pb2.ModelInferRequest(model_name="m")
     message.inputs.add(name="INPUT0", datatype="BOOL", shape=shape).contents.SetInParent()
     with pytest.raises(InvalidArgumentError, match="element count of input 'INPUT0' overflows"):
+        decode_grpc(message)
+
+
+def _grpc_request(*inputs: tuple[str, str, list[int]]) -> Any:
+    message = service_pb2.ModelInferRequest(model_name="m")
+    for name, datatype, shape in inputs:
+        message.inputs.add(name=name, datatype=datatype, shape=shape)
+        message.raw_input_contents.append(b"\0" * 4 * int(np.prod(shape)))
+    return message
+
+
+@pytest.mark.parametrize(
+    ("inputs", "match"),
+    [
+        ([("A", "FP32", [1, -2])], "input 'A' has a negative dimension"),
+        ([("A", "FP33", [1, 2])], "invalid datatype 'FP33' for input 'A'"),
+        ([("A", "FP32", [1, 2]), ("A", "FP32", [1, 2])], "input 'A' already exists in request"),
+        ([("A", "FP32", [1, 2]), ("B", "FP32", [1, 3])], None),
+    ],
+)
+def test_grpc_inputs_are_refused_by_name_or_decoded(
+    inputs: list[tuple[str, str, list[int]]], match: str | None
+) -> None:
+    message = _grpc_request(*inputs)
+    if match is None:
+        request = decode_grpc(message)
+        assert {n: a.shape for n, a in request.inputs.items()} == {"A": (1, 2), "B": (1, 3)}
+        assert all(a.dtype == np.float32 for a in request.inputs.values())
+        return
+    with pytest.raises(InvalidArgumentError, match=match):
+        decode_grpc(message)
+
+
+def test_grpc_raw_contents_and_typed_contents_may_not_be_mixed() -> None:
+    message = _grpc_request(("A", "FP32", [1]))
+    message.inputs[0].contents.fp32_contents.append(1.0)
+    with pytest.raises(InvalidArgumentError, match="contents field must not be specified .*'A'"):
         decode_grpc(message)
