@@ -31,8 +31,8 @@ async def start_grpc_frontends(
         guarded = functools.partial(GuardedServicer, guard=guard)
     limit = in_flight if in_flight.limit else None
     dispatcher = Dispatcher(
-        lambda target: register_services(target, server, guarded),
-        edge_interceptors(server, limit),
+        lambda target: register_services(target, server, guarded, limit),
+        edge_interceptors(server),
     )
 
     def arguments(host: str, port: int) -> list[str]:

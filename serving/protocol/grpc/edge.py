@@ -1,15 +1,19 @@
-"""The gRPC listener's edge: Triton's restricted protocols and the in-flight cap, as one server
-interceptor that every RPC passes through before the servicer.
+"""The gRPC listener's edge: Triton's restricted protocols, as a server interceptor that every RPC
+passes through before the servicer, and the in-flight cap, built into each method's handler.
 
 A restricted group's RPC without ``triton-grpc-protocol-<key>: <value>`` metadata ends with
 UNAVAILABLE ``This protocol is restricted, expecting header 'triton-grpc-protocol-<key>'``
 (Triton's answer); past the replica's in-flight cap an RPC ends with UNAVAILABLE before its work
 starts. Health RPCs are never counted against the cap.
+
+The cap is in the handlers rather than in the interceptor because an interceptor costs every RPC
+a lookup through grpc's interceptor chain and a coroutine of its own, and the cap is on by
+default while restrictions are rare.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 import grpc
@@ -26,14 +30,10 @@ Continuation = Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandl
 
 
 class EdgeInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
-    """Restricted protocols first, then the in-flight cap (``limit`` None: no cap)."""
+    """Refuses a restricted group's RPC that lacks the group's metadata."""
 
-    def __init__(
-        self, restrictions: Mapping[str, Restriction], limit: InFlightLimit | None
-    ) -> None:
+    def __init__(self, restrictions: Mapping[str, Restriction]) -> None:
         self.restrictions = dict(restrictions)
-        self.limit = limit
-        self._counted: dict[str, grpc.RpcMethodHandler] = {}  # method -> its counted handler
 
     async def intercept_service(
         self, continuation: Continuation, details: grpc.HandlerCallDetails
@@ -45,12 +45,56 @@ class EdgeInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         restriction = self.restrictions.get(group) if group is not None else None
         if restriction is not None and not _carries(details, restriction):
             return _refusing(handler, grpc_refusal(restriction))
-        if self.limit is None or group == HEALTH or not self.limit.limit:
-            return handler
+        return handler
+
+
+class CountingTarget:
+    """Stands in for a grpc server (or the relay's collector of handlers) while services
+    register, and hands it each method's handler with the in-flight cap built in."""
+
+    def __init__(self, target: Any, limit: InFlightLimit) -> None:
+        self._target = target
+        self._limit = limit
+
+    def add_generic_rpc_handlers(self, handlers: Sequence[grpc.GenericRpcHandler]) -> None:
+        self._target.add_generic_rpc_handlers(
+            [_CountedGenericHandler(handler, self._limit) for handler in handlers]
+        )
+
+    def add_registered_method_handlers(
+        self, service: str, handlers: Mapping[str, grpc.RpcMethodHandler]
+    ) -> None:
+        counted = {
+            method: counted_handler(f"/{service}/{method}", handler, self._limit)
+            for method, handler in handlers.items()
+        }
+        self._target.add_registered_method_handlers(service, counted)
+
+
+class _CountedGenericHandler(grpc.GenericRpcHandler):  # type: ignore[misc]
+    def __init__(self, generic: grpc.GenericRpcHandler, limit: InFlightLimit) -> None:
+        self._generic = generic
+        self._limit = limit
+        self._counted: dict[str, grpc.RpcMethodHandler] = {}  # method -> its counted handler
+
+    def service(self, details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler | None:
         counted = self._counted.get(details.method)
         if counted is None:  # built once per method: this runs on every RPC
-            counted = self._counted[details.method] = _counted(handler, self.limit)
+            handler = self._generic.service(details)
+            if handler is None:
+                return None
+            counted = counted_handler(details.method, handler, self._limit)
+            self._counted[details.method] = counted
         return counted
+
+
+def counted_handler(
+    method: str, handler: grpc.RpcMethodHandler, limit: InFlightLimit
+) -> grpc.RpcMethodHandler:
+    """``handler`` counted against ``limit``; a health RPC's handler as it is."""
+    if GRPC_METHOD_GROUPS.get(method) == HEALTH or not limit.limit:
+        return handler
+    return _counted(handler, limit)
 
 
 def _carries(details: grpc.HandlerCallDetails, restriction: Restriction) -> bool:

@@ -23,7 +23,7 @@ from serving.errors import InvalidArgumentError, ServingError
 from serving.incidents import report_incident
 from serving.protocol.admission import InFlightLimit
 from serving.protocol.errors import GRPC_STATUS
-from serving.protocol.grpc.edge import EdgeInterceptor
+from serving.protocol.grpc.edge import CountingTarget, EdgeInterceptor
 from serving.protocol.grpc_codec import (
     decode_infer_request,
     encode_infer_response,
@@ -259,35 +259,41 @@ def create_grpc_server(
     """A grpc.aio server (not yet bound or started) with both services registered.
 
     Messages are capped like HTTP bodies (``--http-max-input-size``); every RPC passes through
-    the edge interceptor (restricted protocols, the in-flight cap). ``guard`` wraps the inference
+    the edge (restricted protocols, then the in-flight cap). ``guard`` wraps the inference
     servicer (the token check, after the edge), never the health service.
     """
     grpc_server = grpc.aio.server(
-        interceptors=edge_interceptors(server, in_flight),
+        interceptors=edge_interceptors(server),
         options=[
             ("grpc.max_send_message_length", max_message_bytes),
             ("grpc.max_receive_message_length", max_message_bytes),
         ],
     )
-    register_services(grpc_server, server, guard)
+    register_services(grpc_server, server, guard, in_flight)
     return grpc_server
 
 
-def edge_interceptors(server: InferenceServer, in_flight: InFlightLimit | None) -> list[Any]:
-    """The edge interceptor every RPC passes first, when there is anything for it to do."""
+def edge_interceptors(server: InferenceServer) -> list[Any]:
+    """The edge interceptor every RPC passes first, when protocols are restricted."""
     from serving.protocol.restricted import GRPC_FLAG, GRPC_HEADER_PREFIX, parse_restrictions
 
     restrictions = parse_restrictions(
         server.settings.grpc_restricted_protocols, flag=GRPC_FLAG, header_prefix=GRPC_HEADER_PREFIX
     )
-    return [EdgeInterceptor(restrictions, in_flight)] if restrictions or in_flight else []
+    return [EdgeInterceptor(restrictions)] if restrictions else []
 
 
 def register_services(
-    target: Any, server: InferenceServer, guard: Callable[[Any], Any] | None
+    target: Any,
+    server: InferenceServer,
+    guard: Callable[[Any], Any] | None,
+    in_flight: InFlightLimit | None = None,
 ) -> None:
     """Register the inference service (behind ``guard``) and the health service on ``target``:
-    a grpc server, or the relay's collector of handlers."""
+    a grpc server, or the relay's collector of handlers. Every RPC but health checks counts
+    against ``in_flight`` (None: no cap)."""
+    if in_flight is not None:
+        target = CountingTarget(target, in_flight)
     servicer = InferenceService(server)
     service_pb2_grpc.add_GRPCInferenceServiceServicer_to_server(
         servicer if guard is None else guard(servicer), target

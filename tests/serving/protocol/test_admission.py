@@ -12,10 +12,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import grpc as grpc_module
 import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 from tritonclient.utils import InferenceServerException
 
 from repository import demo_models as dm
@@ -23,7 +25,7 @@ from serving.core.datatypes import MAX_BYTES_ELEMENTS
 from serving.core.server import InferenceServer
 from serving.main import ServingProcess
 from serving.sources.directory import DirectorySource
-from tests.serving.harness import HTTP_WORKER_IDS, HTTP_WORKERS, folder_settings, identity_input
+from tests.serving.harness import HTTP_WORKERS, folder_settings, identity_input
 
 pytestmark = pytest.mark.embedded
 
@@ -69,7 +71,9 @@ def gate(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("gate") / "open"
 
 
-@pytest.fixture(scope="module", params=HTTP_WORKERS, ids=HTTP_WORKER_IDS)
+# In process, and behind front-ends of both protocols (the cap is built into the front-ends'
+# relayed handlers there, not into a grpc server's).
+@pytest.fixture(scope="module", params=HTTP_WORKERS, ids=("in-process", "frontends"))
 def server(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, gate: Path
 ) -> Iterator[ServingProcess]:
@@ -85,7 +89,8 @@ def server(
     )  # fmt: skip
     dm.write_python_model(repo, "gated", GATED_MODEL, config)
     settings = folder_settings(repo, max_in_flight_requests=2, max_request_bytes=MAX_REQUEST_BYTES,
-                               http_workers=request.param)  # fmt: skip
+                               http_workers=request.param,
+                               grpc_workers=request.param)  # fmt: skip
     with ServingProcess(settings, FaultySource(settings)) as process:
         yield process
 
@@ -125,7 +130,13 @@ def test_in_flight_cap_refuses_with_503_and_unavailable_while_health_answers(
                 grpc.infer("identity", [tensor])
             assert info.value.status() == "StatusCode.UNAVAILABLE"
             assert "overloaded" in str(info.value.message())
-            assert grpc.is_server_live()
+            with pytest.raises(InferenceServerException, match="overloaded"):
+                grpc.get_model_metadata("identity")  # every RPC but health counts
+            assert grpc.is_server_live() and grpc.is_server_ready()
+            assert grpc.is_model_ready("identity")
+        with grpc_module.insecure_channel(server.grpc_url) as channel:
+            check = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest())
+            assert check.status == health_pb2.HealthCheckResponse.SERVING
         gate.touch()
         for future in held:
             np.testing.assert_array_equal(future.result(timeout=60), x)
