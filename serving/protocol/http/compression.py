@@ -8,6 +8,7 @@ would cost more than the work.
 from __future__ import annotations
 
 import asyncio
+import functools
 import zlib
 from collections.abc import Sequence
 
@@ -51,6 +52,10 @@ def _inflate(body: Body, wbits: int, max_bytes: int) -> bytes:
     return data
 
 
+# NOTE: clients send the same Accept-Encoding on every request (Python's http.client "identity",
+# requests "gzip, deflate"), so its parse is remembered; the cache is bounded, so a client that
+# varies it only evicts entries.
+@functools.lru_cache(maxsize=64)
 def choose_encoding(accept: bytes | None) -> bytes | None:
     """The highest-weighted of identity/gzip/deflate in Accept-Encoding; None means identity."""
     if not accept:
