@@ -57,8 +57,8 @@ class Snapshot:
 
 def take_snapshot(stats: ModelStatistics, *, now: float | None = None) -> Snapshot:
     """Copy the cumulative counters of ``stats`` consistently."""
-    # NOTE: instances record from worker threads under this lock; holding it while copying keeps the
-    # histograms and counts of one snapshot consistent with each other.
+    # NOTE: the schedulers record under this lock; holding it while copying keeps the histograms
+    # and counts of one snapshot consistent with each other.
     with stats.lock:
         return Snapshot(
             t=time.monotonic() if now is None else now,

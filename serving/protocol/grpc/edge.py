@@ -65,7 +65,7 @@ class CountingTarget:
         self, service: str, handlers: Mapping[str, grpc.RpcMethodHandler]
     ) -> None:
         counted = {
-            method: counted_handler(f"/{service}/{method}", handler, self._limit)
+            method: _counted_handler(f"/{service}/{method}", handler, self._limit)
             for method, handler in handlers.items()
         }
         self._target.add_registered_method_handlers(service, counted)
@@ -83,12 +83,12 @@ class _CountedGenericHandler(grpc.GenericRpcHandler):  # type: ignore[misc]
             handler = self._generic.service(details)
             if handler is None:
                 return None
-            counted = counted_handler(details.method, handler, self._limit)
+            counted = _counted_handler(details.method, handler, self._limit)
             self._counted[details.method] = counted
         return counted
 
 
-def counted_handler(
+def _counted_handler(
     method: str, handler: grpc.RpcMethodHandler, limit: InFlightLimit
 ) -> grpc.RpcMethodHandler:
     """``handler`` counted against ``limit``; a health RPC's handler as it is."""
