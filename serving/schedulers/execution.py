@@ -140,8 +140,8 @@ class BatchExecutor:
         timing = BatchTiming(start, began - start, ended - began, time.monotonic_ns() - ended)
         self._inline.observe(timing.compute_infer_ns)
         if len(requests) == 1 and not padding:  # the common case, kept short
-            ok = isinstance(results[0], InferResponse)
-            succeeded = requests[0].batch_size(self.max_batch_size) if ok else 0
+            # NOTE: a lone request without padding is the whole batch: its size is batch_size.
+            succeeded = batch_size if isinstance(results[0], InferResponse) else 0
         else:
             succeeded = sum(
                 r.batch_size(self.max_batch_size)
