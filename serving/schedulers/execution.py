@@ -21,7 +21,9 @@ from serving.errors import InternalError, ServingError
 from serving.schedulers.inline import DEFAULT_BUDGET_US, InlineEstimate
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+# NOTE: not frozen: one is made per execution, and a frozen dataclass's __init__ (one
+# object.__setattr__ per field) costs four times a plain one's.
+@dataclasses.dataclass(slots=True)
 class BatchTiming:
     """Phases of one execution in nanoseconds.
 
