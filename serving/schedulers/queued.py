@@ -75,15 +75,15 @@ class QueuedScheduler(Scheduler, abc.ABC):
         self._ordered: deque[Pending] = deque()
         self._executing: set[Pending] = set()
         self._busy = [False] * len(self.instances)  # instance index -> executing a batch now
-        self._idle: asyncio.Event | None = None
+        # Made by stop() when requests are in flight; answered when the last one finishes.
+        # NOTE: not an Event kept current: that cost a clear and a set on every request.
+        self._drained: asyncio.Future[None] | None = None
         self._wakeup: asyncio.Event | None = None
 
     # -- the Scheduler contract -------------------------------------------------------------
 
     async def start(self) -> None:
         # NOTE: events are made here, inside the running loop that will use them.
-        self._idle = asyncio.Event()
-        self._idle.set()
         self._wakeup = asyncio.Event()
         self._accepting = True
         for index, instance in enumerate(self.instances):
@@ -103,9 +103,10 @@ class QueuedScheduler(Scheduler, abc.ABC):
 
     async def stop(self, *, drain_timeout_s: float) -> None:
         self._accepting = False
-        if self._idle is not None and self._in_flight:
+        if self._in_flight:
+            self._drained = asyncio.get_running_loop().create_future()
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._idle.wait(), timeout=drain_timeout_s)
+                await asyncio.wait_for(self._drained, timeout=drain_timeout_s)
         for worker in self._workers:
             worker.cancel()
         await asyncio.gather(*self._workers, return_exceptions=True)
@@ -165,8 +166,7 @@ class QueuedScheduler(Scheduler, abc.ABC):
         self._in_flight += 1
         if self._preserve_ordering:
             self._ordered.append(pending)
-        assert self._idle is not None and self._wakeup is not None
-        self._idle.clear()
+        assert self._wakeup is not None
         if queue:
             self._update_pending_count()
             self._wakeup.set()
@@ -231,8 +231,8 @@ class QueuedScheduler(Scheduler, abc.ABC):
         elif isinstance(outcome, BaseException):
             self.statistics.record_failure(reason=reason, total_ns=total_ns)
         self._in_flight -= 1
-        if self._in_flight == 0 and self._idle is not None:
-            self._idle.set()
+        if self._in_flight == 0 and self._drained is not None and not self._drained.done():
+            self._drained.set_result(None)
         if self._preserve_ordering:
             self._release_in_order()
         else:
