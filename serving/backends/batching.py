@@ -40,6 +40,7 @@ class BatchExecutor:
         self.run = run
         self.checker = RequestChecker(config)
         self.outputs = [o.name for o in config.output]
+        self._output_names = frozenset(self.outputs)
         self.in_reshape = {
             i.name: list(i.reshape.shape) for i in config.input if i.HasField("reshape")
         }
@@ -82,7 +83,7 @@ class BatchExecutor:
         self.checker.check(request)
         if request.outputs is not None:
             for output in request.outputs:
-                if output.name not in self.outputs:
+                if output.name not in self._output_names:
                     raise InvalidArgumentError(
                         f"unexpected inference output '{output.name}' for model '{self.model_name}'"
                     )
