@@ -15,6 +15,9 @@ from serving.core.datatypes import NumpyArray, wire_from_numpy
 from serving.core.types import InferRequest
 from serving.errors import InvalidArgumentError
 
+# Accepted (name, dtype, shape) triples a signature remembers before it starts again.
+MAX_ACCEPTED_INPUTS = 256
+
 _WIRE_BY_CONFIG: dict[int, str] = {
     value: ("BYTES" if name == "TYPE_STRING" else name.removeprefix("TYPE_"))
     for name, value in model_config_pb2.DataType.items()
@@ -50,6 +53,11 @@ class ModelSignature:
     required_inputs: frozenset[str]
     decoupled: bool
     labels: dict[str, list[str]]
+    # (name, dtype, shape) of inputs that passed ``check_request``: the checks of one input depend
+    # on nothing else, so a triple that passed once passes again (bounded: variable dims vary).
+    accepted_inputs: set[tuple[str, object, tuple[int, ...]]] = dataclasses.field(
+        default_factory=set, compare=False, repr=False
+    )
 
     @classmethod
     def from_config(
@@ -100,21 +108,19 @@ class ModelSignature:
 
 def check_request(request: InferRequest, signature: ModelSignature, model_name: str) -> None:
     """Raise InvalidArgumentError when the request does not fit the model (names, types, shapes)."""
-    mbs = signature.max_batch_size
+    batching = signature.max_batch_size > 0
     batch = -1
+    accepted = signature.accepted_inputs
     for name, array in request.inputs.items():
-        expected = signature.inputs.get(name)
-        if expected is None:
-            raise InvalidArgumentError(
-                f"unexpected inference input '{name}' for model '{model_name}'"
-            )
-        datatype = wire_from_numpy(array.dtype)
-        if datatype != expected.datatype:
-            raise InvalidArgumentError(
-                f"inference input '{name}' data-type is '{datatype}', but model "
-                f"'{model_name}' expects '{expected.datatype}'"
-            )
-        batch = _check_shape(array, expected, mbs, batch, model_name)
+        key = (name, array.dtype, array.shape)
+        if key in accepted:  # NOTE: the common case: one client's requests repeat their inputs
+            if batching:
+                batch = _same_batch(array.shape[0], batch, name, model_name)
+            continue
+        batch = _check_input(name, array, signature, batch, model_name)
+        if len(accepted) >= MAX_ACCEPTED_INPUTS:
+            accepted.clear()
+        accepted.add(key)
     if not signature.required_inputs.issubset(request.inputs.keys()):
         _raise_missing(request, signature, model_name)
     if request.outputs is not None:
@@ -123,6 +129,29 @@ def check_request(request: InferRequest, signature: ModelSignature, model_name: 
                 raise InvalidArgumentError(
                     f"unexpected inference output '{output.name}' for model '{model_name}'"
                 )
+
+
+def _check_input(
+    name: str, array: NumpyArray, signature: ModelSignature, batch: int, model_name: str
+) -> int:
+    expected = signature.inputs.get(name)
+    if expected is None:
+        raise InvalidArgumentError(f"unexpected inference input '{name}' for model '{model_name}'")
+    datatype = wire_from_numpy(array.dtype)
+    if datatype != expected.datatype:
+        raise InvalidArgumentError(
+            f"inference input '{name}' data-type is '{datatype}', but model "
+            f"'{model_name}' expects '{expected.datatype}'"
+        )
+    return _check_shape(array, expected, signature.max_batch_size, batch, model_name)
+
+
+def _same_batch(this_batch: int, batch: int, name: str, model_name: str) -> int:
+    if batch not in (-1, this_batch):
+        raise InvalidArgumentError(
+            f"input '{name}' batch size does not match other inputs for '{model_name}'"
+        )
+    return this_batch
 
 
 def _check_shape(
@@ -138,11 +167,7 @@ def _check_shape(
             raise InvalidArgumentError(
                 f"inference request batch-size must be <= {mbs} for '{model_name}'"
             )
-        if batch not in (-1, this_batch):
-            raise InvalidArgumentError(
-                f"input '{expected.name}' batch size does not match other inputs for '{model_name}'"
-            )
-        batch = this_batch
+        batch = _same_batch(this_batch, batch, expected.name, model_name)
         shape = shape[1:]
     if len(shape) != len(dims) or any(d != -1 and d != s for d, s in zip(dims, shape, strict=True)):
         _raise_shape(array, expected, mbs, model_name)
