@@ -5,6 +5,8 @@ load of inference requests, and real serving processes.
 PostgreSQL and Redis. It balances connections round-robin over the upstreams whose health check
 passes (when given a path: an active check, as Kubernetes' readiness probe or a load balancer's),
 and tries the next upstream when one refuses a connection (nginx's ``proxy_next_upstream error``).
+When every check has failed it tries them all, as nginx does when it has marked every server
+failed: on a starved machine a live replica's check can time out for a moment.
 It never retries a request once it reached an upstream: what was in flight on a replica that dies
 fails, as it would behind nginx for a POST. ``stop()`` closes its listener and drops every
 connection, so what stands behind it looks down; ``start()`` brings it back on the same port.
@@ -40,6 +42,7 @@ class LoopbackProxy:
         self.active: Counter[int] = Counter()  # connections open to each upstream now
         self.served: Counter[int] = Counter()  # connections each upstream ever took
         self.spans: list[tuple[int, float, list[float]]] = []  # (upstream, opened, [closed])
+        self.unchecked: list[float] = []  # when a connection came while no check passed
         self._healthy = set(upstreams) if not health_path else set()
         self._next = 0
         self._server: asyncio.Server | None = None
@@ -97,6 +100,9 @@ class LoopbackProxy:
 
     async def _connect(self) -> tuple[int, asyncio.StreamReader, asyncio.StreamWriter] | None:
         candidates = [p for p in self.upstreams if p in self._healthy]
+        if not candidates:
+            self.unchecked.append(time.monotonic())
+            candidates = list(self.upstreams)
         for i in range(len(candidates)):
             port = candidates[(self._next + i) % len(candidates)]
             try:

@@ -95,7 +95,10 @@ def test_sigkilled_replica_fails_only_its_in_flight_requests_and_runplatform_res
     assert restarted.pid != killed.pid
     assert "serving exited with -9; starting it again" in log.read_text()
     assert answer["model_version"] == promoted
-    assert len(load.failures) <= in_flight, (in_flight, load.failures)
+    # NOTE: with the failures, when connections came while no health check passed (seconds
+    # after the kill): a live replica whose check timed out on a starved machine shows there.
+    unchecked = [round(t - killed_at, 2) for t in proxy.unchecked]
+    assert len(load.failures) <= in_flight, (in_flight, load.failures, unchecked)
     print(f"\nSIGKILL under load: {load.ok} ok, {len(load.failures)} failed, {in_flight} in flight "
           f"on the killed replica; ready behind the proxy again {back_s:.1f} s "
           "after the kill")  # fmt: skip
