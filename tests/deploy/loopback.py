@@ -42,6 +42,8 @@ class LoopbackProxy:
         self.active: Counter[int] = Counter()  # connections open to each upstream now
         self.served: Counter[int] = Counter()  # connections each upstream ever took
         self.spans: list[tuple[int, float, list[float]]] = []  # (upstream, opened, [closed])
+        # Connections an upstream took and closed without sending a byte back: (upstream, closed).
+        self.unanswered: list[tuple[int, float]] = []
         self.unchecked: list[float] = []  # when a connection came while no check passed
         self._healthy = set(upstreams) if not health_path else set()
         self._next = 0
@@ -81,6 +83,10 @@ class LoopbackProxy:
             1 for opened, closed in spans if opened <= end and (not closed or closed[0] >= start)
         )
 
+    def unanswered_since(self, port: int, start: float) -> int:
+        """Connections ``port`` took and closed without a byte of answer, from ``start`` on."""
+        return sum(1 for p, closed in list(self.unanswered) if p == port and closed >= start)
+
     def _call(self, coro: Any) -> Any:
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout=30)
 
@@ -98,7 +104,14 @@ class LoopbackProxy:
             writer.transport.abort()
         self._writers.clear()
 
-    async def _connect(self) -> tuple[int, asyncio.StreamReader, asyncio.StreamWriter] | None:
+    async def _connect(
+        self,
+    ) -> tuple[int, float, asyncio.StreamReader, asyncio.StreamWriter] | None:
+        """An upstream's connection, and when it was chosen (``time.monotonic()``)."""
+        # NOTE: a span starts when the upstream is chosen, not once connected: a health check
+        # may drop that upstream while the connect is awaited, and a drill that counts what was
+        # routed to a dead replica before it was dropped must count this connection too.
+        chosen_at = time.monotonic()
         candidates = [p for p in self.upstreams if p in self._healthy]
         if not candidates:
             self.unchecked.append(time.monotonic())
@@ -110,7 +123,7 @@ class LoopbackProxy:
             except OSError:
                 continue  # refused: the next upstream (nothing was sent yet)
             self._next = (self._next + i + 1) % len(candidates)
-            return port, reader, writer
+            return port, chosen_at, reader, writer
         return None
 
     async def _handle(self, client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
@@ -120,18 +133,21 @@ class LoopbackProxy:
             self._writers.discard(client_w)
             client_w.transport.abort()
             return
-        port, up_r, up_w = upstream
+        port, chosen_at, up_r, up_w = upstream
         self._writers.add(up_w)
         self.active[port] += 1
         self.served[port] += 1
         closed: list[float] = []
-        self.spans.append((port, time.monotonic(), closed))
+        self.spans.append((port, chosen_at, closed))
+        answered: list[bool] = []
         pipes = [asyncio.ensure_future(_pipe(client_r, up_w)),
-                 asyncio.ensure_future(_pipe(up_r, client_w))]  # fmt: skip
+                 asyncio.ensure_future(_pipe(up_r, client_w, answered))]  # fmt: skip
         try:
             await asyncio.wait(pipes, return_when=asyncio.FIRST_COMPLETED)
         finally:
             closed.append(time.monotonic())
+            if not answered:
+                self.unanswered.append((port, closed[0]))
             self.active[port] -= 1
             for pipe in pipes:
                 pipe.cancel()
@@ -161,9 +177,14 @@ class LoopbackProxy:
             await asyncio.sleep(HEALTH_INTERVAL_S)
 
 
-async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+async def _pipe(
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, moved: list[bool] | None = None
+) -> None:
+    """Copy ``reader`` to ``writer`` until either ends; ``moved`` gets True once bytes passed."""
     with contextlib.suppress(OSError, asyncio.IncompleteReadError):
         while data := await reader.read(65536):
+            if moved is not None and not moved:
+                moved.append(True)
             writer.write(data)
             await writer.drain()
 
