@@ -24,6 +24,7 @@ from serving.incidents import report_incident
 from serving.protocol.admission import InFlightLimit
 from serving.protocol.errors import GRPC_STATUS
 from serving.protocol.grpc.edge import CountingTarget, EdgeInterceptor
+from serving.protocol.grpc.registration import InferenceMethodsOnly
 from serving.protocol.grpc_codec import (
     decode_infer_request,
     encode_infer_response,
@@ -292,6 +293,7 @@ def register_services(
     """Register the inference service (behind ``guard``) and the health service on ``target``:
     a grpc server, or the relay's collector of handlers. Every RPC but health checks counts
     against ``in_flight`` (None: no cap)."""
+    target = InferenceMethodsOnly(target)
     if in_flight is not None:
         target = CountingTarget(target, in_flight)
     servicer = InferenceService(server)
