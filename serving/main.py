@@ -31,7 +31,6 @@ from serving.core.server import InferenceServer
 from serving.errors import UnavailableError
 from serving.protocol.admission import InFlightLimit
 from serving.protocol.grpc.service import create_grpc_server
-from serving.protocol.http.admission import InFlightMiddleware
 from serving.protocol.http.app import HttpApp
 from serving.protocol.http.listener import data_plane_server
 from serving.protocol.http.metrics_app import MetricsApp
@@ -259,9 +258,7 @@ def _http_app(
     guard: AccessGuard | None,
 ) -> Any:
     """The HTTP listener's ASGI stack, the same in-process and behind front-ends."""
-    app: Any = HttpApp(server, max_request_bytes=settings.max_request_bytes)
-    if in_flight.limit:
-        app = InFlightMiddleware(app, in_flight)
+    app: Any = HttpApp(server, max_request_bytes=settings.max_request_bytes, in_flight=in_flight)
     # Tokens are checked before anything else of the request is looked at, and after the
     # restricted-API headers (a request that may not use an API at all is refused first).
     if guard is not None:

@@ -22,6 +22,7 @@ from serving.core.server import InferenceServer
 from serving.core.types import InferRequest
 from serving.errors import InternalError, InvalidArgumentError, ServingError, UnsupportedError
 from serving.incidents import IncidentError, report_incident
+from serving.protocol.admission import InFlightLimit
 from serving.protocol.binary_codec import (
     HEADER_LENGTH_MISSING,
     parse_header_length,
@@ -35,6 +36,7 @@ from serving.protocol.http.body import Body, BodyBuffer
 from serving.protocol.http.disconnect import ClientDisconnected, Message, Receive, until_disconnect
 from serving.protocol.http.whole_answer import WHOLE_ANSWER_BYTES, whole_answer
 from serving.protocol.json_codec import decode_infer_request, encode_infer_response, parse_json
+from serving.protocol.restricted import HEALTH, http_group
 
 logger = logging.getLogger("serving.http")
 
@@ -42,6 +44,7 @@ Scope = MutableMapping[str, Any]
 Send = Callable[[Message], Awaitable[None]]
 
 _JSON = b"application/json"
+_CLOSE = (b"connection", b"close")
 _OCTET = b"application/octet-stream"
 _WANTED_HEADERS = frozenset(
     (b"content-length", b"content-encoding", b"accept-encoding", b"inference-header-content-length")
@@ -67,14 +70,30 @@ class HttpError(Exception):
 class HttpApp:
     """The ASGI application serving one ``InferenceServer``."""
 
-    def __init__(self, server: InferenceServer, *, max_request_bytes: int) -> None:
+    def __init__(
+        self,
+        server: InferenceServer,
+        *,
+        max_request_bytes: int,
+        in_flight: InFlightLimit | None = None,
+    ) -> None:
         self.server = server
         self.max_request_bytes = max_request_bytes
+        self._in_flight = in_flight if in_flight is not None and in_flight.limit else None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             if scope["type"] == "lifespan":
                 await _lifespan(receive, send)
+            return
+        # The replica's in-flight cap, counted here rather than in an ASGI layer of its own,
+        # which cost every request another coroutine. Health checks are never counted.
+        limit = self._in_flight
+        if limit is not None and _is_health(scope["path"]):
+            limit = None
+        if limit is not None and not limit.try_enter():
+            # NOTE: the body stays unread, so the connection cannot be reused.
+            await _send_error(send, 503, limit.message, [(b"retry-after", b"1"), _CLOSE])
             return
         headers = {k: v for k, v in scope["headers"] if k in _WANTED_HEADERS}
         try:
@@ -83,7 +102,7 @@ class HttpApp:
             return
         except HttpError as exc:
             # NOTE: a refused body is left unread, so the connection cannot be reused.
-            extra = [(b"connection", b"close")] if exc.status == 413 else None
+            extra = [_CLOSE] if exc.status == 413 else None
             await _send_error(send, exc.status, exc.message, extra)
         except ServingError as exc:
             extra = [(b"accept-encoding", b"gzip, deflate")] if exc.message == (
@@ -96,6 +115,9 @@ class HttpApp:
             incident = report_incident(exc, logger=logger, where=where)
             await _send_error(send, 500, incident.message,
                               [(b"x-request-id", incident.request_id.encode())])  # fmt: skip
+        finally:
+            if limit is not None:
+                limit.leave()
 
     async def _route(
         self, scope: Scope, receive: Receive, send: Send, headers: dict[bytes, bytes]
@@ -371,6 +393,13 @@ def _has_binary_inputs(header: dict[str, Any]) -> bool:
         and "binary_data_size" in i["parameters"]
         for i in inputs
     )
+
+
+def _is_health(path: str) -> bool:
+    # NOTE: the cheap prefix test first: this runs on every request.
+    if not (path.startswith("/v2/health") or path.endswith("/ready")):
+        return False
+    return http_group(path) == HEALTH
 
 
 def _allow(method: str, allowed: str) -> None:
