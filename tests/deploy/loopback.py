@@ -45,6 +45,7 @@ class LoopbackProxy:
         # Connections an upstream took and closed without sending a byte back: (upstream, closed).
         self.unanswered: list[tuple[int, float]] = []
         self.unchecked: list[float] = []  # when a connection came while no check passed
+        self.abandoned: list[float] = []  # when no upstream took a connection (the proxy's fault)
         self._healthy = set(upstreams) if not health_path else set()
         self._next = 0
         self._server: asyncio.Server | None = None
@@ -112,18 +113,23 @@ class LoopbackProxy:
         # may drop that upstream while the connect is awaited, and a drill that counts what was
         # routed to a dead replica before it was dropped must count this connection too.
         chosen_at = time.monotonic()
-        candidates = [p for p in self.upstreams if p in self._healthy]
-        if not candidates:
+        healthy = [p for p in self.upstreams if p in self._healthy]
+        if not healthy:
             self.unchecked.append(time.monotonic())
-            candidates = list(self.upstreams)
-        for i in range(len(candidates)):
-            port = candidates[(self._next + i) % len(candidates)]
+        # NOTE: the healthy upstreams in turn, then the others: as nginx does, an upstream whose
+        # last check failed (a slow answer on a starved machine) is still tried before the
+        # request is given up, so only a replica that refused or dropped it fails it.
+        order = [healthy[(self._next + i) % len(healthy)] for i in range(len(healthy))]
+        order += [p for p in self.upstreams if p not in order]
+        for port in order:
             try:
                 reader, writer = await asyncio.open_connection("127.0.0.1", port)
             except OSError:
                 continue  # refused: the next upstream (nothing was sent yet)
-            self._next = (self._next + i + 1) % len(candidates)
+            if port in healthy:
+                self._next = (healthy.index(port) + 1) % len(healthy)
             return port, chosen_at, reader, writer
+        self.abandoned.append(time.monotonic())
         return None
 
     async def _handle(self, client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
@@ -254,6 +260,7 @@ class Load:
         self.port, self.model, self.body = port, model, body
         self.ok = 0
         self.failures: list[str] = []
+        self.failed_at: list[float] = []  # time.monotonic() of each failure
         self.versions: Counter[str] = Counter()
         self._stop = threading.Event()
         self._lock = threading.Lock()
@@ -276,6 +283,7 @@ class Load:
             except Exception as exc:  # noqa: BLE001 - every failure is counted and kept
                 with self._lock:
                     self.failures.append(f"{type(exc).__name__}: {exc}")
+                    self.failed_at.append(time.monotonic())
                 continue
             with self._lock:
                 self.ok += 1
