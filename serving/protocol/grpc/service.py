@@ -2,7 +2,7 @@
 
 Each RPC is a thin call into the ``InferenceServer``; domain errors leave as the gRPC status of
 ``serving.protocol.errors.GRPC_STATUS`` with Triton's message. Shared memory, trace and logging RPCs
-keep the generated UNIMPLEMENTED answers.
+end UNIMPLEMENTED with the HTTP edge's message (the server metadata does not list them).
 """
 
 from __future__ import annotations
@@ -75,6 +75,18 @@ def _stream_response(
         )
     answer.infer_response.parameters[FINAL_RESPONSE_PARAMETER].bool_param = final
     return answer
+
+
+def _unsupported(feature: str) -> Callable[[Any, Any, grpc.aio.ServicerContext], Awaitable[Any]]:
+    """An RPC of a feature this server does not offer. The generated servicer's own answer
+    raises NotImplementedError, which grpc reports as an unexpected error with a traceback in
+    the server's log on every call: a client that polls shared-memory status would fill it."""
+    message = f"'{feature}' is not supported by this server"
+
+    async def refuse(self: Any, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        await context.abort(grpc.StatusCode.UNIMPLEMENTED, message)
+
+    return refuse
 
 
 class InferenceService(service_pb2_grpc.GRPCInferenceServiceServicer):  # type: ignore[misc]
@@ -233,6 +245,15 @@ class InferenceService(service_pb2_grpc.GRPCInferenceServiceServicer):  # type: 
             return service_pb2.RepositoryModelUnloadResponse()
 
         return await _call(context, body)
+
+    SystemSharedMemoryStatus = _unsupported("systemsharedmemory")
+    SystemSharedMemoryRegister = _unsupported("systemsharedmemory")
+    SystemSharedMemoryUnregister = _unsupported("systemsharedmemory")
+    CudaSharedMemoryStatus = _unsupported("cudasharedmemory")
+    CudaSharedMemoryRegister = _unsupported("cudasharedmemory")
+    CudaSharedMemoryUnregister = _unsupported("cudasharedmemory")
+    TraceSetting = _unsupported("trace")
+    LogSettings = _unsupported("logging")
 
 
 class HealthService(health_pb2_grpc.HealthServicer):  # type: ignore[misc]

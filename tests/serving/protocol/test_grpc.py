@@ -127,7 +127,10 @@ def test_raw_and_typed_contents_together_are_rejected(stub: Any) -> None:
         (lambda c, x: c.get_model_metadata("nope"), "StatusCode.INVALID_ARGUMENT", "'nope'"),
         (lambda c, x: c.load_model("simple"), "StatusCode.UNAVAILABLE",
          "explicit model load / unload is not allowed"),
-        (lambda c, x: c.get_system_shared_memory_status(), "StatusCode.UNIMPLEMENTED", ""),
+        (lambda c, x: c.get_system_shared_memory_status(), "StatusCode.UNIMPLEMENTED",
+         "'systemsharedmemory' is not supported by this server"),
+        (lambda c, x: c.get_trace_settings(), "StatusCode.UNIMPLEMENTED",
+         "'trace' is not supported by this server"),
     ],
 )  # fmt: skip
 def test_errors_map_to_grpc_status(client: Any, call: Any, code: str, text: str) -> None:

@@ -21,8 +21,7 @@ pytestmark = pytest.mark.embedded
 
 INFERENCE = service_pb2.DESCRIPTOR.services_by_name["GRPCInferenceService"]
 HEALTH = health_pb2.DESCRIPTOR.services_by_name["Health"]
-# What Portico answers itself; the generated servicer answers the rest (shared memory, trace,
-# logging) with UNIMPLEMENTED "... Method not implemented!".
+# What Portico serves; the rest (shared memory, trace, logging) it refuses as unsupported.
 IMPLEMENTED = {
     "ServerLive", "ServerReady", "ModelReady", "ServerMetadata", "ModelMetadata", "ModelConfig",
     "ModelInfer", "ModelStreamInfer", "ModelStatistics", "RepositoryIndex",
@@ -68,7 +67,7 @@ def test_only_the_inference_rpcs_are_registered_and_the_generic_handler_serves_a
 
 def test_every_rpc_answers_through_the_real_server(server: ServingProcess) -> None:
     """Each unary RPC, with an empty request: what Portico implements never ends UNIMPLEMENTED,
-    and the rest end with the generated servicer's answer, not grpc's "Method not found!"."""
+    and the rest end with Portico's own refusal, not grpc's "Method not found!"."""
     answers = {}
     with grpc.insecure_channel(server.grpc_url) as channel:
         for method in INFERENCE.methods:
@@ -98,5 +97,5 @@ def test_every_rpc_answers_through_the_real_server(server: ServingProcess) -> No
             assert code != grpc.StatusCode.UNIMPLEMENTED, (name, details)
         else:
             assert code == grpc.StatusCode.UNIMPLEMENTED, name
-            assert details.endswith("Method not implemented!"), (name, details)
+            assert details.endswith("is not supported by this server"), (name, details)
     assert "ModelInfer" in answers and "CudaSharedMemoryStatus" in answers
