@@ -260,7 +260,7 @@ class HttpApp:
         writer = whole_answer(scope)
         if writer is not None and sum(len(piece) for piece in pieces) <= WHOLE_ANSWER_BYTES:
             out_headers.append((b"content-type", content_type))
-            if writer.write(200, out_headers, b"".join(pieces)):
+            if writer.write_whole(200, out_headers, b"".join(pieces)):
                 return
             out_headers.pop()
         await _send_pieces(send, 200, pieces, content_type, out_headers)

@@ -27,8 +27,9 @@ import orjson
 import uvloop
 
 from serving.protocol.http import relay_wire as wire
+from serving.protocol.http.exchange import Exchange
 from serving.protocol.http.listener import data_plane_server
-from serving.protocol.http.whole_answer import WHOLE_ANSWER_BYTES, WholeAnswer, whole_answer
+from serving.protocol.http.whole_answer import WHOLE_ANSWER_BYTES, whole_answer
 
 logger = logging.getLogger("serving.http.frontend")
 
@@ -158,7 +159,7 @@ async def _answer(
     answer: PendingAnswer,
     gone: asyncio.Future[None],
     send: Any,
-    writer: WholeAnswer | None,
+    writer: Exchange | None,
 ) -> None:
     started = False
     while True:
@@ -186,14 +187,14 @@ async def _answer(
 
 
 def _written_whole(
-    answer: PendingAnswer, status: int, headers: Any, writer: WholeAnswer | None
+    answer: PendingAnswer, status: int, headers: Any, writer: Exchange | None
 ) -> bool:
     """An answer whose end has come with its start leaves in one write (most of them: the
     serving process sends a small answer's frames in one write)."""
     if writer is None or not answer.frames or answer.frames[0][0] != wire.END:
         return False
     body = answer.frames[0][1]
-    if len(body) > WHOLE_ANSWER_BYTES or not writer.write(status, headers, body):
+    if len(body) > WHOLE_ANSWER_BYTES or not writer.write_whole(status, headers, body):
         return False
     answer.frames.popleft()
     return True

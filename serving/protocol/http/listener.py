@@ -1,5 +1,5 @@
 """The uvicorn server every HTTP listener of the data plane runs (in the serving process, and in
-each HTTP front-end process): httptools with the header and body deadlines, no lifespan, no
+each HTTP front-end process): Portico's own connection protocol (``connection``), no lifespan, no
 ``server`` header, no per-request access log and no proxy-header rewriting."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import Any
 
 import uvicorn
 
-from serving.protocol.http.body_timeout import client_timeouts_protocol
+from serving.protocol.http.connection import data_plane_connection
 
 KEEP_ALIVE_S = 60
 
@@ -24,7 +24,7 @@ def data_plane_server(
 ) -> uvicorn.Server:
     config = uvicorn.Config(
         app,
-        http=client_timeouts_protocol(header_timeout_s, body_timeout_s),
+        http=data_plane_connection(header_timeout_s, body_timeout_s),
         lifespan="off",
         access_log=False,
         log_config=None,

@@ -8,7 +8,7 @@ to follow) and ``REQUEST_END`` (the last piece); ``DISCONNECT`` (the client went
 ``READY`` (call 0: the front-end listens). The body is relayed as it arrives, not gathered first,
 so the serving process refuses a request (a token, the in-flight cap, the size cap) before its
 body is read, as in-process; a client's slow body is timed out by the front-end (the same
-``body_timeout`` protocol). Server to front-end: ``START`` (status and headers), ``BODY`` (a
+``connection`` protocol). Server to front-end: ``START`` (status and headers), ``BODY`` (a
 piece of the response body, more to follow: a stream), ``END`` (the last piece).
 
 Heads are ``marshal``-encoded tuples of str, bytes and int: both ends are this code base, and a

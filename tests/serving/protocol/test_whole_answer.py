@@ -1,23 +1,24 @@
 """Infer answers written whole: one write with the status line, headers and body, and every case
-where uvicorn's own ``send`` must take the answer instead."""
+where the exchange's own ``send`` must take the answer instead."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import socket
+import types
 from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
 import tritonclient.http as httpclient
-from uvicorn.protocols.http.flow_control import FlowControl
-from uvicorn.protocols.http.httptools_impl import RequestResponseCycle
+from uvicorn.server import ServerState
 
 from repository import demo_models as dm
 from serving.main import ServingProcess
-from serving.protocol.http.whole_answer import WholeAnswer
+from serving.protocol.http.connection import DataPlaneConnection
+from serving.protocol.http.exchange import Exchange
 from tests.serving.harness import HTTP_WORKER_IDS, HTTP_WORKERS, serving
 
 pytestmark = pytest.mark.embedded
@@ -28,6 +29,7 @@ BINARY_OUT_BODY = json.dumps({
     "inputs": [{"name": "INPUT0", "shape": [1, 4], "datatype": "FP32", "data": [1, 2, 3, 4]}],
     "outputs": [{"name": "OUTPUT0", "parameters": {"binary_data": True}}],
 }).encode()  # fmt: skip
+DATE = (b"date", b"Wed, 02 Dec 2026 12:00:00 GMT")
 
 
 class RecordingTransport(asyncio.Transport):
@@ -54,87 +56,104 @@ class RecordingTransport(asyncio.Transport):
     def resume_reading(self) -> None:
         self.paused_reading = False
 
-
-def _cycle(
-    transport: RecordingTransport, *, keep_alive: bool = True, method: str = "POST"
-) -> tuple[RequestResponseCycle, list[str]]:
-    completed: list[str] = []
-    cycle = RequestResponseCycle(
-        scope={"method": method, "type": "http"},  # type: ignore[typeddict-item]
-        transport=transport,
-        flow=FlowControl(transport),
-        logger=None,  # type: ignore[arg-type]
-        access_logger=None,  # type: ignore[arg-type]
-        access_log=False,
-        default_headers=[(b"date", b"Wed, 02 Dec 2026 12:00:00 GMT")],
-        message_event=asyncio.Event(),
-        expect_100_continue=False,
-        keep_alive=keep_alive,
-        on_response=lambda: completed.append("done"),
-    )
-    return cycle, completed
+    def get_extra_info(self, name: str, default: object = None) -> object:
+        return {"sockname": ("127.0.0.1", 8000), "peername": ("127.0.0.1", 50000)}.get(name)
 
 
-def test_the_whole_answer_is_one_write_and_completes_the_cycle() -> None:
+@pytest.fixture
+def loop() -> Iterator[asyncio.AbstractEventLoop]:
+    loop = asyncio.new_event_loop()
+    yield loop
+    loop.close()
+
+
+def _exchange(
+    loop: asyncio.AbstractEventLoop, *, keep_alive: bool = True, method: str = "POST"
+) -> tuple[Exchange, DataPlaneConnection, RecordingTransport]:
+    """An exchange on a real connection over a recording transport; nothing runs on ``loop``."""
+    state = ServerState()
+    state.default_headers = [DATE]
+    config = types.SimpleNamespace(loaded_app=None, timeout_keep_alive=5)
+    connection = DataPlaneConnection(config, state, _loop=loop)
     transport = RecordingTransport()
-    cycle, completed = _cycle(transport)
-    assert WholeAnswer(cycle).write(200, [(b"content-type", b"application/json")], b'{"a":1}')
+    connection.connection_made(transport)
+    scope = {"method": method, "type": "http"}
+    exchange = Exchange(scope, connection, keep_alive=keep_alive, expect_100_continue=False)
+    return exchange, connection, transport
+
+
+def test_the_whole_answer_is_one_write_and_completes_the_exchange(
+    loop: asyncio.AbstractEventLoop,
+) -> None:
+    exchange, connection, transport = _exchange(loop)
+    assert exchange.write_whole(200, [(b"content-type", b"application/json")], b'{"a":1}')
     assert transport.writes == [
         b"HTTP/1.1 200 OK\r\ndate: Wed, 02 Dec 2026 12:00:00 GMT\r\n"
         b"content-type: application/json\r\ncontent-length: 7\r\n\r\n"
         b'{"a":1}'
     ]
-    assert cycle.response_started and cycle.response_complete and cycle.message_event.is_set()
-    assert completed == ["done"] and not transport.closed
+    assert exchange.response_started and exchange.response_complete
+    assert connection.server_state.total_requests == 1 and not transport.closed
 
 
-def test_a_connection_that_does_not_stay_open_says_so_and_closes() -> None:
-    transport = RecordingTransport()
-    cycle, completed = _cycle(transport, keep_alive=False)
-    assert WholeAnswer(cycle).write(200, [], b"x")
+def test_a_connection_that_does_not_stay_open_says_so_and_closes(
+    loop: asyncio.AbstractEventLoop,
+) -> None:
+    exchange, connection, transport = _exchange(loop, keep_alive=False)
+    assert exchange.write_whole(200, [], b"x")
     assert b"connection: close\r\n" in transport.writes[0]
-    assert transport.closed and completed == ["done"]
+    assert transport.closed and connection.server_state.total_requests == 1
 
 
-def test_a_relayed_content_length_is_replaced_and_connection_close_is_honoured() -> None:
-    transport = RecordingTransport()
-    cycle, completed = _cycle(transport)
+def test_a_relayed_content_length_is_replaced_and_connection_close_is_honoured(
+    loop: asyncio.AbstractEventLoop,
+) -> None:
+    exchange, connection, transport = _exchange(loop)
     relayed = [(b"content-length", b"99"), (b"connection", b"close")]
-    assert WholeAnswer(cycle).write(413, relayed, b"too big")
+    assert exchange.write_whole(413, relayed, b"too big")
     (written,) = transport.writes
     assert written.startswith(b"HTTP/1.1 413 Request Entity Too Large\r\n")
     assert b"content-length: 7\r\n" in written and b"content-length: 99" not in written
     assert written.count(b"connection: close") == 1
-    assert not cycle.keep_alive and transport.closed and completed == ["done"]
+    assert not exchange.keep_alive and transport.closed
+    assert connection.server_state.total_requests == 1
 
 
 @pytest.mark.parametrize(
     "state",
     ["started", "disconnected", "write buffer full", "HEAD", "204", "chunked"],
 )
-def test_it_declines_where_send_must_take_the_answer(state: str) -> None:
-    transport = RecordingTransport()
-    cycle, completed = _cycle(transport, method="HEAD" if state == "HEAD" else "POST")
+def test_it_declines_where_send_must_take_the_answer(
+    loop: asyncio.AbstractEventLoop, state: str
+) -> None:
+    exchange, connection, transport = _exchange(loop, method="HEAD" if state == "HEAD" else "POST")
     status, headers = 200, []
     if state == "started":
-        cycle.response_started = True
+        exchange.response_started = True
     elif state == "disconnected":
-        cycle.disconnected = True
+        exchange.lost()
     elif state == "write buffer full":
-        cycle.flow.pause_writing()
+        connection.pause_writing()
     elif state == "204":
         status = 204
     elif state == "chunked":
         headers = [(b"transfer-encoding", b"chunked")]
-    assert not WholeAnswer(cycle).write(status, headers, b"x")
-    assert transport.writes == [] and completed == [] and not cycle.response_complete
+    assert not exchange.write_whole(status, headers, b"x")
+    assert transport.writes == [] and not exchange.response_complete
+    assert connection.server_state.total_requests == 0
 
 
-def test_a_header_value_with_a_line_break_is_left_to_send_which_refuses_it() -> None:
-    transport = RecordingTransport()
-    cycle, _ = _cycle(transport)
-    assert not WholeAnswer(cycle).write(200, [(b"x-a", b"1\r\nx-b: 2")], b"x")
-    assert transport.writes == [] and not cycle.response_started
+def test_a_header_value_with_a_line_break_is_left_to_send_which_refuses_it(
+    loop: asyncio.AbstractEventLoop,
+) -> None:
+    exchange, _, transport = _exchange(loop)
+    headers = [(b"x-a", b"1\r\nx-b: 2")]
+    assert not exchange.write_whole(200, headers, b"x")
+    assert transport.writes == [] and not exchange.response_started
+    start = {"type": "http.response.start", "status": 200, "headers": headers}
+    with pytest.raises(RuntimeError, match="Invalid HTTP header value"):
+        loop.run_until_complete(exchange.send(start))
+    assert transport.writes == []
 
 
 @pytest.fixture(scope="module", params=HTTP_WORKERS, ids=HTTP_WORKER_IDS)
@@ -196,9 +215,9 @@ def test_pipelined_requests_on_one_connection_are_answered_whole_and_in_order(
         header = json.loads(body[:json_length])
         assert header["outputs"][0]["parameters"]["binary_data_size"] == 16
         assert np.frombuffer(body[json_length:], np.float32).tolist() == [1, 2, 3, 4]
-        # uvicorn's ``send`` writes the headers in the app's order, which puts
-        # inference-header-content-length after content-length; the whole-answer writer always
-        # writes content-length last: so this answer was written whole.
+        # ``send`` writes the headers in the app's order, which puts
+        # inference-header-content-length after content-length; ``write_whole`` always writes
+        # content-length last: so this answer was written whole.
         assert headers[b"(last)"] == b"content-length"
 
 

@@ -1,0 +1,202 @@
+"""The data plane's HTTP/1.1 connection protocol on its own, over real sockets: framing, flow,
+keep-alive, pipelining, and the refusals (malformed requests, oversized headers), behind a small
+ASGI app whose every route is a case below."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import uvicorn
+
+from serving.protocol.http.connection import MAX_HEADER_BYTES
+from serving.protocol.http.listener import data_plane_server
+
+pytestmark = pytest.mark.embedded
+
+KEEP_ALIVE_S = 0.5
+
+
+async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    """Echoes the body on POST /echo; the other paths answer in the ways the cases need."""
+    assert scope["type"] == "http"
+    path = scope["path"]
+    if path == "/echo":
+        body = b""
+        while True:
+            message = await receive()
+            body += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+        headers = [(b"content-type", b"application/octet-stream"),
+                   (b"content-length", b"%d" % len(body))]  # fmt: skip
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+    elif path == "/stream":  # no length given: the answer is chunked
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        for piece in (b"one", b"two", b""):
+            await send({"type": "http.response.body", "body": piece, "more_body": bool(piece)})
+    elif path == "/fails":
+        raise RuntimeError("the application failed")
+    elif path == "/silent":
+        return  # returns without answering
+    elif path == "/scope":
+        text = f"{scope['method']} {scope['path']} {scope['query_string'].decode()} "
+        text += f"{scope['http_version']} {scope['scheme']} {scope['client'][0]}"
+        body = text.encode()
+        headers = [(b"content-length", b"%d" % len(body))]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+
+@pytest.fixture(scope="module")
+def port() -> Iterator[int]:
+    server = data_plane_server(app, header_timeout_s=30, body_timeout_s=30, graceful_shutdown_s=1)
+    server.config.timeout_keep_alive = KEEP_ALIVE_S
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_until_complete, args=(server.serve([sock]),))
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started and time.monotonic() < deadline:
+        time.sleep(0.01)
+    yield sock.getsockname()[1]
+    server.should_exit = True
+    thread.join(10)
+    loop.close()
+
+
+def exchange(port: int, data: bytes, *, until_close: bool = True) -> bytes:
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as client:
+        client.sendall(data)
+        if not until_close:
+            return client.recv(65536)
+        answer = b""
+        while chunk := client.recv(65536):
+            answer += chunk
+        return answer
+
+
+def post(path: str, body: bytes, extra: bytes = b"") -> bytes:
+    return b"POST %s HTTP/1.1\r\nHost: t\r\nContent-Length: %d\r\n%s\r\n%s" % (
+        path.encode(), len(body), extra, body
+    )  # fmt: skip
+
+
+def test_a_body_is_read_and_answered_with_its_length(port: int) -> None:
+    answer = exchange(port, post("/echo", b"hello", b"Connection: close\r\n"))
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200 OK\r\n")
+    assert b"content-length: 5" in head and b"connection: close" in head and b"date: " in head
+    assert body == b"hello"
+
+
+def test_a_chunked_request_body_arrives_whole(port: int) -> None:
+    request = (b"POST /echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n"
+               b"Connection: close\r\n\r\n3\r\nabc\r\n4\r\ndefg\r\n0\r\n\r\n")  # fmt: skip
+    assert exchange(port, request).endswith(b"\r\n\r\nabcdefg")
+
+
+def test_expect_100_continue_is_answered_before_the_body_is_sent(port: int) -> None:
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as client:
+        client.sendall(b"POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 4\r\n"
+                       b"Expect: 100-continue\r\nConnection: close\r\n\r\n")  # fmt: skip
+        assert client.recv(65536) == b"HTTP/1.1 100 Continue\r\n\r\n"
+        client.sendall(b"body")
+        answer = b""
+        while chunk := client.recv(65536):
+            answer += chunk
+    assert answer.startswith(b"HTTP/1.1 200 OK\r\n") and answer.endswith(b"\r\n\r\nbody")
+
+
+def test_an_answer_without_a_length_is_chunked(port: int) -> None:
+    answer = exchange(port, b"GET /stream HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert b"transfer-encoding: chunked" in head
+    assert body == b"3\r\none\r\n3\r\ntwo\r\n0\r\n\r\n"
+
+
+def test_head_gets_the_headers_and_no_body(port: int) -> None:
+    answer = exchange(port, b"HEAD /stream HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+    assert answer.startswith(b"HTTP/1.1 200 OK\r\n") and answer.endswith(b"\r\n\r\n")
+    assert b"transfer-encoding" not in answer
+
+
+def test_an_application_that_fails_or_never_answers_gets_500(port: int) -> None:
+    for path in (b"/fails", b"/silent"):
+        answer = exchange(port, b"GET %s HTTP/1.1\r\nHost: t\r\n\r\n" % path)
+        assert answer.startswith(b"HTTP/1.1 500 Internal Server Error\r\n")
+        assert answer.endswith(b"Internal Server Error") and b"connection: close" in answer
+
+
+def test_the_scope_carries_what_asgi_says(port: int) -> None:
+    answer = exchange(port, b"GET /sc%6Fpe?a=1 HTTP/1.0\r\nHost: t\r\n\r\n")  # 1.0: closes
+    assert answer.endswith(b"GET /scope a=1 1.0 http 127.0.0.1")
+
+
+def test_pipelined_requests_are_answered_in_order_on_one_connection(port: int) -> None:
+    requests = post("/echo", b"first") + post("/echo", b"second")
+    requests += post("/echo", b"third", b"Connection: close\r\n")
+    answer = exchange(port, requests)
+    bodies = [part.split(b"\r\n\r\n", 1)[1][:6] for part in answer.split(b"HTTP/1.1 ")[1:]]
+    assert bodies == [b"first", b"second", b"third"]
+
+
+def test_an_idle_keep_alive_connection_is_closed(port: int) -> None:
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as client:
+        client.sendall(post("/echo", b"x"))
+        assert client.recv(65536).endswith(b"\r\n\r\nx")
+        began = time.monotonic()
+        assert client.recv(1) == b""  # the server closed it
+        waited_s = time.monotonic() - began
+    assert KEEP_ALIVE_S * 0.8 <= waited_s < KEEP_ALIVE_S + 5
+
+
+def test_a_malformed_request_gets_400_and_a_close(port: int) -> None:
+    answer = exchange(port, b"GET / HTTP/1.1\r\nHo st: t\r\n\r\n")
+    assert answer.startswith(b"HTTP/1.1 400 Bad Request\r\n")
+    assert answer.endswith(b"Invalid HTTP request received.")
+
+
+def test_headers_above_the_limit_get_431_and_a_close(port: int) -> None:
+    big = b"X-Big: " + b"a" * (MAX_HEADER_BYTES + 1) + b"\r\n"
+    answer = exchange(port, b"GET /scope HTTP/1.1\r\nHost: t\r\n" + big + b"\r\n")
+    assert answer.startswith(b"HTTP/1.1 431 Request Header Fields Too Large\r\n")
+    assert b"request headers exceed" in answer
+
+
+def test_headers_just_under_the_limit_are_served(port: int) -> None:
+    big = b"X-Big: " + b"a" * (MAX_HEADER_BYTES - 200) + b"\r\n"
+    answer = exchange(
+        port, b"GET /scope HTTP/1.1\r\nHost: t\r\nConnection: close\r\n" + big + b"\r\n"
+    )
+    assert answer.startswith(b"HTTP/1.1 200 OK\r\n")
+
+
+def test_an_upgrade_request_is_answered_as_plain_http_then_closed(port: int) -> None:
+    request = (b"GET /scope HTTP/1.1\r\nHost: t\r\nConnection: Upgrade\r\n"
+               b"Upgrade: websocket\r\n\r\n")  # fmt: skip
+    answer = exchange(port, request)  # NOTE: returns only once the server closes
+    assert answer.startswith(b"HTTP/1.1 200 OK\r\n") and b"connection: close" in answer
+
+
+def test_a_client_gone_mid_body_leaves_the_server_serving(port: int) -> None:
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as client:
+        client.sendall(b"POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 100\r\n\r\npart")
+    answer = exchange(port, post("/echo", b"after", b"Connection: close\r\n"))
+    assert answer.endswith(b"\r\n\r\nafter")
+
+
+def test_uvicorn_uses_this_protocol() -> None:
+    server = data_plane_server(app, header_timeout_s=7, body_timeout_s=9, graceful_shutdown_s=1)
+    server.config.load()
+    protocol = server.config.http_protocol_class
+    assert isinstance(server, uvicorn.Server)
+    assert (protocol.header_timeout_s, protocol.body_timeout_s) == (7, 9)
+    assert protocol.__mro__[1].__name__ == "DataPlaneConnection"
