@@ -203,8 +203,12 @@ def _body(trees: list[str], counts: dict[tuple[str, str], int], requests: int) -
         ),
         f"Counted by callgrind over {requests:,} sequential binary requests after "
         f"{WARM_UP_REQUESTS} warm-up ones, server process only, all its threads. The floor is "
-        "`bench/transport_floor.py` (an echo model on the same uvicorn and grpc.aio stacks); "
-        '"Portico adds" is served minus floor. Other trees are named by their commit.',
+        "`bench/transport_floor.py`: an echo model on stock uvicorn (its own httptools "
+        "protocol) and stock grpc.aio, what a server built plainly on these libraries costs. "
+        "Portico's HTTP listener runs its own connection protocol on httptools "
+        "(`serving/protocol/http/connection.py`), so its share includes, and saves on, "
+        'transport work the floor does its own way. "Portico adds" is served minus floor. '
+        "Other trees are named by their commit.",
         f"Reproduce: {worktrees}then `python -m bench.instructions --requests {requests}{options}`"
         if baselines
         else f"Reproduce: `python -m bench.instructions --requests {requests}`",

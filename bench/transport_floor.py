@@ -1,11 +1,15 @@
-"""The transports' own cost: an echo "identity" model behind the same HTTP and gRPC stacks.
+"""The transports' own cost: an echo "identity" model behind the stock HTTP and gRPC stacks.
 
 `python -m bench.transport_floor --http-port N --grpc-port M` serves one model, ``identity``
-(FP32 ``INPUT0`` -> ``OUTPUT0``), over uvicorn (httptools, uvloop, a raw ASGI app, as Portico's
-HTTP edge) and grpc.aio on the same loop (as Portico's gRPC edge). Each request's tensor is echoed
-with no scheduler, backend, statistics or checks. Portico's latency minus this floor, measured
-in the same run by the same load generator, is what Portico itself adds; the floor is what no
-server built on these libraries can go under on that machine.
+(FP32 ``INPUT0`` -> ``OUTPUT0``), over stock uvicorn (its httptools protocol, uvloop, a raw ASGI
+app) and stock grpc.aio on the same loop. Each request's tensor is echoed with no scheduler,
+backend, statistics or checks. Portico's latency minus this floor, measured in the same run by
+the same load generator, is what Portico adds above a server built plainly on these libraries.
+
+It is a reference, not a bound: Portico's HTTP listener runs its own connection protocol on
+httptools (``serving/protocol/http/connection.py``), cheaper than uvicorn's, and its gRPC server
+pre-registers only the inference RPCs, so some of what the floor spends Portico does not. The
+floor stays stock so that such savings show in the tables instead of moving the floor with them.
 """
 
 from __future__ import annotations
