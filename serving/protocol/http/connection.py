@@ -2,10 +2,10 @@
 
 Every HTTP listener of the data plane (the serving process's, and each HTTP front-end process's)
 runs this protocol under ``uvicorn.Server``, which keeps the listening, TLS, the date header and
-the graceful shutdown. It replaces uvicorn's own httptools protocol, which costs about 100,000
-instructions a request in Python (a request/response object with an ``asyncio.Event``, a
-keep-alive timer set and cancelled per request, header checks on every ``send``) where this one
-costs a fraction of that; ``python -m bench.instructions`` counts both.
+the graceful shutdown. It replaces uvicorn's own httptools protocol and the subclass layers
+that reached into its request cycle. Counted by ``python -m bench.instructions``, a request
+costs about 38,000 fewer instructions: no ``asyncio.Event`` per request, no keep-alive timer set
+and cancelled per request, no header checks on every ``send``, none of the layers' own calls.
 
 What it does per connection, as uvicorn's did:
 - requests are parsed by llhttp (httptools) and answered in order; a pipelined request waits,
