@@ -35,9 +35,10 @@ class DefaultScheduler(QueuedScheduler):
         self.max_queue_size = default_max_queue_size(self.max_batch_size)
 
     async def infer(self, request: InferRequest) -> InferResponse:
-        response = self._run_now(request)
-        if response is not None:
-            return response
+        if not self._queue:  # ``_run_now`` only for a request nothing queued is ahead of
+            response = self._run_now(request)
+            if response is not None:
+                return response
         return await super().infer(request)
 
     @property

@@ -144,7 +144,7 @@ class QueuedScheduler(Scheduler, abc.ABC):
 
     # -- admission, delivery, cancellation --------------------------------------------------
 
-    def _admit(self, request: InferRequest, *, queue: bool = True) -> Pending:
+    def _admit(self, request: InferRequest) -> Pending:
         loop = asyncio.get_running_loop()
         pending = Pending(
             request=request,
@@ -153,8 +153,7 @@ class QueuedScheduler(Scheduler, abc.ABC):
             batch_size=request.batch_size(self.max_batch_size),
         )
         try:
-            if queue:
-                self._enqueue(pending)
+            self._enqueue(pending)
         except ServingError as exc:
             # Refused before queueing (queue full, bad sequence id): counted, nothing to undo.
             reason = "REJECTED" if isinstance(exc, UnavailableError) else "OTHER"
@@ -167,20 +166,22 @@ class QueuedScheduler(Scheduler, abc.ABC):
         if self._preserve_ordering:
             self._ordered.append(pending)
         assert self._wakeup is not None
-        if queue:
-            self._update_pending_count()
-            self._wakeup.set()
+        self._update_pending_count()
+        self._wakeup.set()
         return pending
 
     def _run_now(self, request: InferRequest) -> InferResponse | None:
-        """Run a request at once, on the loop, when nothing is queued, an instance is idle and
-        its run is cheap enough to stay on the loop; None when it must queue.
+        """Run a request at once, on the loop, when an instance is idle and its run is cheap
+        enough to stay on the loop; None when it must queue. The caller has found its queue
+        empty (``queue_depth`` is a property a subclass computes: one call more to ask here).
 
         This skips the hand-offs to a worker task and back, which at low load cost more than a
         small model's run. Nothing can overtake: the queue is empty and the whole call is
-        synchronous, so no other request runs on the loop meanwhile.
+        synchronous, so no other request runs on the loop meanwhile. For the same reason the
+        request needs no ``Pending`` and no future: ``stop`` cannot run in the middle of it, and
+        its outcome is known when the call returns.
         """
-        if not self._accepting or self.queue_depth:
+        if not self._accepting:
             return None
         requests = (request,)
         for index, instance in enumerate(self.instances):
@@ -188,17 +189,21 @@ class QueuedScheduler(Scheduler, abc.ABC):
                 break
         else:
             return None
-        pending = self._admit(request, queue=False)
-        pending.queued = False
+        enqueue_ns = time.monotonic_ns()
         self._busy[index] = True
         try:
             results, timing = self._executor.run_inline(
-                instance, requests, batch_size=pending.batch_size
+                instance, requests, batch_size=request.batch_size(self.max_batch_size)
             )
-            self._deliver([pending], results, timing)
         finally:
             self._busy[index] = False
-        return pending.future.result()
+        result = results[0]
+        if isinstance(result, InferResponse):
+            self._count_success(request, result, enqueue_ns, timing)
+            return result
+        total_ns = time.monotonic_ns() - request.arrival_ns
+        self.statistics.record_failure(reason="BACKEND", total_ns=total_ns)
+        raise result
 
     def _update_pending_count(self) -> None:
         self.statistics.pending_request_count = self.queue_depth
@@ -310,13 +315,18 @@ class QueuedScheduler(Scheduler, abc.ABC):
     ) -> None:
         for pending, result in zip(batch, results, strict=True):
             if isinstance(result, InferResponse) and not pending.future.cancelled():
-                if not result.id:
-                    result.id = pending.request.id
-                self.statistics.record_success(
-                    total_ns=time.monotonic_ns() - pending.request.arrival_ns,
-                    queue_ns=timing.start_ns - pending.enqueue_ns,
-                    compute_input_ns=timing.compute_input_ns,
-                    compute_infer_ns=timing.compute_infer_ns,
-                    compute_output_ns=timing.compute_output_ns,
-                )
+                self._count_success(pending.request, result, pending.enqueue_ns, timing)
             self._finish(pending, result, reason="BACKEND")
+
+    def _count_success(
+        self, request: InferRequest, response: InferResponse, enqueue_ns: int, timing: BatchTiming
+    ) -> None:
+        if not response.id:
+            response.id = request.id
+        self.statistics.record_success(
+            total_ns=time.monotonic_ns() - request.arrival_ns,
+            queue_ns=timing.start_ns - enqueue_ns,
+            compute_input_ns=timing.compute_input_ns,
+            compute_infer_ns=timing.compute_infer_ns,
+            compute_output_ns=timing.compute_output_ns,
+        )

@@ -12,6 +12,7 @@ import pytest
 from serving.backends.base import ExecuteResult
 from serving.core.statistics import ModelStatistics
 from serving.core.types import InferRequest
+from serving.errors import InvalidArgumentError
 from serving.schedulers.factory import create_scheduler
 from serving.schedulers.inline import MAX_INLINE_INPUT_BYTES, InlineEstimate, configured_budget_us
 from serving.schedulers.queued import QueuedScheduler
@@ -170,4 +171,25 @@ async def test_a_cheap_request_queues_behind_a_busy_instance_and_never_overtakes
     answers = await asyncio.gather(held, *later)
     assert [a.id for a in answers] == ["big", "r0", "r1"]
     assert instance.batches[2:] == [["big"], ["r0"], ["r1"]]
+    await scheduler.stop(drain_timeout_s=1)
+
+
+async def test_runs_on_the_loop_are_counted_and_a_failed_one_raises_its_own_error() -> None:
+    instance = InlineCapable(
+        make_spec(GENEROUS),
+        fail_request=lambda r: InvalidArgumentError("refused") if r.id == "bad" else None,
+    )
+    scheduler = await started([instance])
+    for index in range(3):
+        answer = await scheduler.infer(request(f"r{index}"))
+        assert answer.id == f"r{index}"
+    assert instance.threads[-1] == threading.get_ident()  # these did run on the loop
+    with pytest.raises(InvalidArgumentError, match="refused"):
+        await scheduler.infer(request("bad"))
+    assert instance.threads[-1] == threading.get_ident()
+    stats = scheduler.statistics.triton_dict()
+    assert stats["inference_count"] == 3 and stats["execution_count"] == 4
+    assert stats["inference_stats"]["success"]["count"] == 3
+    assert stats["inference_stats"]["fail"]["count"] == 1
+    assert scheduler.in_flight == 0
     await scheduler.stop(drain_timeout_s=1)
