@@ -72,6 +72,9 @@ class BatchExecutor:
 
     def output_names(self, batch: Sequence[InferRequest]) -> list[str]:
         """The outputs to compute for a batch: the union of what its requests asked for."""
+        if len(batch) == 1 and batch[0].outputs is not None and len(batch[0].outputs) == 1:
+            name = batch[0].outputs[0].name  # the common case, without a set
+            return [name] if name in self._output_names else []
         wanted: set[str] = set()
         for request in batch:
             if request.outputs is None:
@@ -131,6 +134,9 @@ class BatchExecutor:
     def _response(self, request: InferRequest, outputs: dict[str, np.ndarray]) -> InferResponse:
         if request.outputs is None:
             kept = {name: outputs[name] for name in self.outputs if name in outputs}
+        elif len(request.outputs) == 1:  # the common case, kept short
+            name = request.outputs[0].name
+            kept = {name: outputs[name]} if name in outputs else {}
         else:
             wanted = {o.name for o in request.outputs}
             kept = {n: outputs[n] for n in self.outputs if n in outputs and n in wanted}
