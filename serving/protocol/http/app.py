@@ -34,7 +34,7 @@ from serving.protocol.errors import HTTP_STATUS
 from serving.protocol.http import compression, generate
 from serving.protocol.http.body import Body, BodyBuffer
 from serving.protocol.http.disconnect import ClientDisconnected, Message, Receive, until_disconnect
-from serving.protocol.http.whole_answer import WHOLE_ANSWER_BYTES, whole_answer
+from serving.protocol.http.whole_answer import WHOLE_ANSWER_BYTES, WHOLE_ANSWER_EXTENSION
 from serving.protocol.json_codec import decode_infer_request, encode_infer_response, parse_json
 from serving.protocol.restricted import HEALTH, http_group
 
@@ -88,13 +88,18 @@ class HttpApp:
             return
         # The replica's in-flight cap, counted here rather than in an ASGI layer of its own,
         # which cost every request another coroutine. Health checks are never counted.
+        # NOTE: ``InFlightLimit.try_enter`` and ``leave`` inlined: this runs on every request.
         limit = self._in_flight
-        if limit is not None and _is_health(scope["path"]):
-            limit = None
-        if limit is not None and not limit.try_enter():
-            # NOTE: the body stays unread, so the connection cannot be reused.
-            await _send_error(send, 503, limit.message, [(b"retry-after", b"1"), _CLOSE])
-            return
+        path = scope["path"]
+        # NOTE: ``_is_health``'s cheap prefix test first, here: this runs on every request.
+        if limit is not None and (path.startswith("/v2/health") or path.endswith("/ready")):
+            limit = None if _is_health(path) else limit
+        if limit is not None:
+            if limit.current >= limit.limit:
+                # NOTE: the body stays unread, so the connection cannot be reused.
+                await _send_error(send, 503, limit.message, [(b"retry-after", b"1"), _CLOSE])
+                return
+            limit.current += 1
         headers = {k: v for k, v in scope["headers"] if k in _WANTED_HEADERS}
         try:
             await self._route(scope, receive, send, headers)
@@ -117,7 +122,7 @@ class HttpApp:
                               [(b"x-request-id", incident.request_id.encode())])  # fmt: skip
         finally:
             if limit is not None:
-                limit.leave()
+                limit.current -= 1
 
     async def _route(
         self, scope: Scope, receive: Receive, send: Send, headers: dict[bytes, bytes]
@@ -127,6 +132,17 @@ class HttpApp:
         if b"%" in raw_path:
             _refuse_encoded_separators(raw_path)
         parts = scope["path"].split("/")
+        # NOTE: /v2/models/<name>/infer first, without ``_models``'s call and checks.
+        if (
+            len(parts) == 5
+            and parts[4] == "infer"
+            and parts[2] == "models"
+            and parts[3]
+            and parts[1] == "v2"
+            and parts[0] == ""
+        ):
+            _allow(method, "POST")
+            return await self._infer(parts[3], None, scope, receive, send, headers)
         if len(parts) < 2 or parts[0] != "" or parts[1] != "v2":
             raise HttpError(404, "Not Found")
         parts = parts[2:]
@@ -220,7 +236,14 @@ class HttpApp:
         send: Send,
         headers: dict[bytes, bytes],
     ) -> None:
-        body = await self._read_body(receive, headers)
+        extensions = scope.get("extensions")
+        exchange = extensions.get(WHOLE_ANSWER_EXTENSION) if extensions else None
+        # NOTE: a body that arrived whole with its headers is taken without ``receive``'s await.
+        body = exchange.take_whole_body() if exchange is not None else None
+        if body is None:
+            body = await self._read_body(receive, headers)
+        elif len(body) > self.max_request_bytes:
+            raise _too_large(len(body), self.max_request_bytes)
         content_encoding = headers.get(b"content-encoding")
         if content_encoding is not None:
             body = await compression.decompress(
@@ -243,7 +266,10 @@ class HttpApp:
                 raise _missing_header_length()
             request = decode_infer_request(header, binary, model_name=name, model_version=version)
         infer = self.server.infer(request, decoupled_error=DECOUPLED_HTTP)
-        response = await until_disconnect(infer, receive, scope)
+        if exchange is not None:  # NOTE: the exchange is the request's disconnect watch too
+            response = await exchange.until_lost(infer)
+        else:
+            response = await until_disconnect(infer, receive, scope)
         json_body, parts, any_binary = encode_infer_response(response, request)
         out_headers: list[tuple[bytes, bytes]] = []
         if any_binary:
@@ -257,10 +283,9 @@ class HttpApp:
                 pieces = [compressed]
                 out_headers.append((b"content-encoding", encoding))
         content_type = _OCTET if any_binary else _JSON
-        writer = whole_answer(scope)
-        if writer is not None and sum(len(piece) for piece in pieces) <= WHOLE_ANSWER_BYTES:
+        if exchange is not None and sum(map(len, pieces)) <= WHOLE_ANSWER_BYTES:
             out_headers.append((b"content-type", content_type))
-            if writer.write_whole(200, out_headers, b"".join(pieces)):
+            if exchange.write_whole(200, out_headers, b"".join(pieces)):
                 return
             out_headers.pop()
         await _send_pieces(send, 200, pieces, content_type, out_headers)
@@ -276,8 +301,7 @@ class HttpApp:
         declared = headers.get(b"content-length")
         length = int(declared) if declared is not None and declared.isdigit() else None
         if length is not None and length > limit:
-            raise HttpError(413, f"request body of {length} bytes exceeds the maximum "
-                                 f"input size of {limit} bytes")  # fmt: skip
+            raise _too_large(length, limit)
         message = await receive()
         body: bytes = message.get("body", b"")
         if not message.get("more_body"):
@@ -376,6 +400,12 @@ def _refuse_encoded_separators(raw_path: bytes) -> None:
                 raise InvalidArgumentError(problem)
 
 
+def _too_large(length: int, limit: int) -> HttpError:
+    return HttpError(
+        413, f"request body of {length} bytes exceeds the maximum input size of {limit} bytes"
+    )
+
+
 def _missing_header_length() -> InvalidArgumentError:
     return InvalidArgumentError(
         "must specify valid 'Infer-Header-Content-Length' in request header when passing "
@@ -396,9 +426,6 @@ def _has_binary_inputs(header: dict[str, Any]) -> bool:
 
 
 def _is_health(path: str) -> bool:
-    # NOTE: the cheap prefix test first: this runs on every request.
-    if not (path.startswith("/v2/health") or path.endswith("/ready")):
-        return False
     return http_group(path) == HEALTH
 
 

@@ -27,8 +27,9 @@ place under the in-flight cap for as long as it likes):
   clock starts again);
 - **header size**: a request line and headers above ``MAX_HEADER_BYTES`` get 431 and a close.
 
-Every request's scope carries a ``DisconnectWatch`` that a lost connection tells (so
-``until_disconnect`` needs no task of its own) and the ``Exchange`` itself for ``write_whole``.
+Every request's scope carries its ``Exchange``, which is also the request's ``DisconnectWatch``
+(a lost connection tells it, so ``until_disconnect`` needs no task of its own) and what
+``write_whole`` is called on.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ import httptools
 import orjson
 
 from serving.protocol.http.deadlines import Deadline, request_timeout_answer
-from serving.protocol.http.disconnect import DISCONNECT_EXTENSION, DisconnectWatch
+from serving.protocol.http.disconnect import DISCONNECT_EXTENSION
 from serving.protocol.http.exchange import Exchange, status_line
 from serving.protocol.http.whole_answer import WHOLE_ANSWER_EXTENSION
 
@@ -99,7 +100,7 @@ class DataPlaneConnection(asyncio.Protocol):
         # The latest request parsed (the one bodies belong to), and those not yet answered, in
         # order: the first is running, the rest are pipelined behind it.
         self._exchange: Exchange | None = None
-        self._unanswered: collections.deque[tuple[Exchange, DisconnectWatch]] = collections.deque()
+        self._unanswered: collections.deque[Exchange] = collections.deque()
         self._url = b""
         self._headers: list[tuple[bytes, bytes]] = []
         self._header_bytes = 0
@@ -153,9 +154,7 @@ class DataPlaneConnection(asyncio.Protocol):
         for deadline in (self._header_deadline, self._body_deadline, self._idle_deadline):
             deadline.disarm()
         while self._unanswered:
-            exchange, watch = self._unanswered.popleft()
-            exchange.lost()
-            watch.lost()
+            self._unanswered.popleft().lost()
         self.resume_writing()  # NOTE: a ``send`` waiting on the buffer wakes and finds it gone
         if exc is None:
             self.transport.close()
@@ -189,7 +188,7 @@ class DataPlaneConnection(asyncio.Protocol):
 
     def answered(self, exchange: Exchange) -> None:
         """``exchange``'s answer is complete: start the next pipelined request, or wait idle."""
-        if self._unanswered and self._unanswered[0][0] is exchange:
+        if self._unanswered and self._unanswered[0] is exchange:
             self._unanswered.popleft()
         self.server_state.total_requests += 1
         if self.transport.is_closing():
@@ -197,7 +196,7 @@ class DataPlaneConnection(asyncio.Protocol):
         if self.read_paused:
             self.resume_reading()
         if self._unanswered:
-            self._start(self._unanswered[0][0])
+            self._start(self._unanswered[0])
         else:
             self._idle_since_s = self.loop.time()
             if not self._idle_deadline.armed:
@@ -260,10 +259,9 @@ class DataPlaneConnection(asyncio.Protocol):
             keep_alive=http_version != "1.0" and parser.should_keep_alive(),
             expect_100_continue=self._expect_continue,
         )
-        watch = DisconnectWatch()
-        scope["extensions"] = {DISCONNECT_EXTENSION: watch, WHOLE_ANSWER_EXTENSION: exchange}
+        scope["extensions"] = {DISCONNECT_EXTENSION: exchange, WHOLE_ANSWER_EXTENSION: exchange}
         self._exchange = exchange
-        self._unanswered.append((exchange, watch))
+        self._unanswered.append(exchange)
         self._last_read_s = self.loop.time()
         self._in_body = True
         if not self._body_deadline.armed:
@@ -290,6 +288,7 @@ class DataPlaneConnection(asyncio.Protocol):
     def _start(self, exchange: Exchange) -> None:
         tasks = self.server_state.tasks
         task = self.loop.create_task(exchange.run(self.app))
+        exchange.task = task
         task.add_done_callback(tasks.discard)
         tasks.add(task)
 
@@ -304,7 +303,7 @@ class DataPlaneConnection(asyncio.Protocol):
         self.transport.close()
 
     def _unanswered_started(self) -> bool:
-        return bool(self._unanswered) and self._unanswered[0][0].response_started
+        return bool(self._unanswered) and self._unanswered[0].response_started
 
     def _header_deadline_fired(self) -> None:
         if self._headers_since_s is None:

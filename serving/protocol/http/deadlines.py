@@ -23,27 +23,30 @@ def request_timeout_answer(message: str) -> bytes:
 
 
 class Deadline:
-    """One timer on the loop that can be set again and again; ``callback`` runs when it fires."""
+    """One timer on the loop that can be set again and again; ``callback`` runs when it fires.
 
-    __slots__ = ("_loop", "_callback", "_timer")
+    ``armed`` is a plain attribute, not a property: a connection reads it several times a request.
+    """
+
+    __slots__ = ("_loop", "_callback", "_timer", "armed")
 
     def __init__(self, loop: asyncio.AbstractEventLoop, callback: Callable[[], None]) -> None:
         self._loop, self._callback = loop, callback
         self._timer: asyncio.TimerHandle | None = None
-
-    @property
-    def armed(self) -> bool:
-        return self._timer is not None
+        self.armed = False
 
     def arm(self, delay_s: float) -> None:
         self.disarm()
         self._timer = self._loop.call_later(delay_s, self._fire)
+        self.armed = True
 
     def disarm(self) -> None:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
+            self.armed = False
 
     def _fire(self) -> None:
         self._timer = None
+        self.armed = False
         self._callback()

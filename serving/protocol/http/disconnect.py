@@ -23,14 +23,16 @@ class ClientDisconnected(Exception):
 class DisconnectWatch:
     """One request's end of its connection: ``lost()`` cancels the task awaiting its work.
 
-    The listener calls ``lost()`` when the connection goes; ``run`` is ``until_disconnect``
-    without a task of its own per request, which is most of what that costs.
+    The listener calls ``lost()`` when the connection goes; ``until_lost`` is
+    ``until_disconnect`` without a task of its own per request, which is most of what that costs.
+    A listener that made the request's task sets ``task``, which spares asking asyncio for it.
     """
 
-    __slots__ = ("disconnected", "_waiting")
+    __slots__ = ("disconnected", "task", "_waiting")
 
     def __init__(self) -> None:
         self.disconnected = False
+        self.task: asyncio.Task[Any] | None = None
         self._waiting: asyncio.Task[Any] | None = None
 
     def lost(self) -> None:
@@ -38,12 +40,12 @@ class DisconnectWatch:
         if self._waiting is not None:
             self._waiting.cancel()
 
-    async def run(self, work: Awaitable[T]) -> T:
+    async def until_lost(self, work: Awaitable[T]) -> T:
         if self.disconnected:
             if isinstance(work, Coroutine):
                 work.close()  # never started: nothing to cancel
             raise ClientDisconnected
-        task = asyncio.current_task()
+        task = self.task or asyncio.current_task()
         assert task is not None
         self._waiting = task
         try:
@@ -81,7 +83,7 @@ def until_disconnect(
     extensions = scope.get("extensions")
     watch: DisconnectWatch | None = extensions.get(DISCONNECT_EXTENSION) if extensions else None
     if watch is not None:
-        return watch.run(work)  # NOTE: not awaited here: one coroutine less per request
+        return watch.until_lost(work)  # NOTE: not awaited here: one coroutine less a request
     return _watching_receive(work, receive)
 
 

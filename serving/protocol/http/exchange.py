@@ -19,6 +19,8 @@ import re
 from collections.abc import Awaitable, Callable, MutableMapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from serving.protocol.http.disconnect import DisconnectWatch
+
 if TYPE_CHECKING:
     from serving.protocol.http.connection import DataPlaneConnection
 
@@ -48,11 +50,12 @@ def status_line(status: int) -> bytes:
     return line if line is not None else b"HTTP/1.1 %d \r\n" % status
 
 
-class Exchange:
-    """One request's ASGI ``receive`` and ``send``, and its answer's state."""
+class Exchange(DisconnectWatch):
+    """One request's ASGI ``receive`` and ``send``, its answer's state, and its disconnect watch
+    (one object a request rather than two: the connection tells both when it is lost)."""
 
     __slots__ = (
-        "scope", "keep_alive", "waiting_for_100_continue", "body", "more_body", "disconnected",
+        "scope", "keep_alive", "waiting_for_100_continue", "body", "more_body",
         "response_started", "response_complete", "_connection", "_unread", "_waiter",
         "_chunked", "_length_left",
     )  # fmt: skip
@@ -65,12 +68,15 @@ class Exchange:
         keep_alive: bool,
         expect_100_continue: bool,
     ) -> None:
+        # NOTE: ``DisconnectWatch.__init__``'s fields, set here without the call it would cost.
+        self.disconnected = False
+        self.task = None
+        self._waiting = None
         self.scope = scope
         self.keep_alive = keep_alive
         self.waiting_for_100_continue = expect_100_continue
         self.body = bytearray()
         self.more_body = True
-        self.disconnected = False
         self.response_started = False
         self.response_complete = False
         self._connection = connection
@@ -91,13 +97,10 @@ class Exchange:
 
     def end_body(self) -> None:
         self.more_body = False
-        self._unread = True  # NOTE: ``signal`` inlined here and below: once per request each
-        waiter = self._waiter
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
+        self.signal()
 
     def lost(self) -> None:
-        self.disconnected = True
+        super().lost()  # the work awaited under ``until_disconnect`` is cancelled
         self.signal()
 
     def signal(self) -> None:
@@ -129,6 +132,23 @@ class Exchange:
             elif not self.response_complete:
                 logger.error("ASGI callable returned without completing response.")
                 self._connection.transport.close()
+
+    def take_whole_body(self) -> bytes | None:
+        """The whole request body, where it has all arrived and ``receive`` returned none of it;
+        None where ``receive`` must be awaited for it (it is still arriving, ``100 Continue`` is
+        not sent yet, or the answer or the connection has ended)."""
+        if (
+            self.more_body
+            or not self._unread
+            or self.waiting_for_100_continue
+            or self.disconnected
+            or self.response_complete
+        ):
+            return None
+        self._unread = False
+        body = bytes(self.body)
+        self.body = bytearray()
+        return body
 
     async def receive(self) -> Message:
         connection = self._connection
@@ -271,10 +291,7 @@ class Exchange:
 
     def _complete(self) -> None:
         self.response_complete = True
-        self._unread = True
-        waiter = self._waiter
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
+        self.signal()
         if not self.keep_alive:
             self._connection.transport.close()
         self._connection.answered(self)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 import http.client
 import json
+import socket
 import struct
 import zlib
 from typing import Any
@@ -478,6 +479,26 @@ def test_oversized_request_is_413_before_the_body_is_read(
         assert "exceeds" in json.loads(response.read())["error"]
     finally:
         conn.close()
+    assert_still_serving(client)
+
+
+def test_an_oversized_chunked_body_is_413(server: ServingProcess, client: Any) -> None:
+    # NOTE: no content-length to refuse it by: it is refused once more than the limit came.
+    chunk = b"{" * (MAX_REQUEST_BYTES + 1)
+    with socket.create_connection(("127.0.0.1", server.ports.http), timeout=10) as sock:
+        sock.sendall(
+            b"POST /v2/models/identity/infer HTTP/1.1\r\nHost: t\r\n"
+            b"Transfer-Encoding: chunked\r\n\r\n"
+            + b"%x\r\n" % len(chunk) + chunk + b"\r\n0\r\n\r\n"
+        )  # fmt: skip
+        answer = b""
+        while b"\r\n\r\n" not in answer or not answer.endswith(b"}"):
+            piece = sock.recv(65536)
+            if not piece:
+                break
+            answer += piece
+    assert answer.startswith(b"HTTP/1.1 413 ")
+    assert b"exceeds the maximum input size" in answer
     assert_still_serving(client)
 
 

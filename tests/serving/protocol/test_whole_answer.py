@@ -1,5 +1,7 @@
 """Infer answers written whole: one write with the status line, headers and body, and every case
-where the exchange's own ``send`` must take the answer instead."""
+where the exchange's own ``send`` must take the answer instead; and the exchange's other
+shortcuts on the infer path: a body taken whole without ``receive``, and the exchange standing as
+its request's disconnect watch."""
 
 from __future__ import annotations
 
@@ -17,8 +19,11 @@ from uvicorn.server import ServerState
 
 from repository import demo_models as dm
 from serving.main import ServingProcess
+from serving.protocol.http.app import HttpApp
 from serving.protocol.http.connection import DataPlaneConnection
+from serving.protocol.http.disconnect import ClientDisconnected
 from serving.protocol.http.exchange import Exchange
+from serving.protocol.http.whole_answer import WHOLE_ANSWER_EXTENSION
 from tests.serving.harness import HTTP_WORKER_IDS, HTTP_WORKERS, serving
 
 pytestmark = pytest.mark.embedded
@@ -154,6 +159,76 @@ def test_a_header_value_with_a_line_break_is_left_to_send_which_refuses_it(
     with pytest.raises(RuntimeError, match="Invalid HTTP header value"):
         loop.run_until_complete(exchange.send(start))
     assert transport.writes == []
+
+
+def test_a_body_that_arrived_whole_is_taken_once_and_receive_then_waits_for_the_end(
+    loop: asyncio.AbstractEventLoop,
+) -> None:
+    exchange, _, _ = _exchange(loop)
+    assert exchange.take_whole_body() is None  # nothing has arrived
+    exchange.add_body(b"abc")
+    assert exchange.take_whole_body() is None  # more is coming
+    exchange.add_body(b"def")
+    exchange.end_body()
+    assert exchange.take_whole_body() == b"abcdef"
+    assert exchange.take_whole_body() is None  # taken already
+    later = loop.create_task(exchange.receive())
+    loop.run_until_complete(asyncio.sleep(0))
+    assert not later.done()  # as after the last body message: only the end is left to tell
+    assert exchange.write_whole(200, [], b"ok")
+    assert loop.run_until_complete(later) == {"type": "http.disconnect"}
+
+
+@pytest.mark.parametrize("state", ["100-continue", "disconnected", "answered"])
+def test_a_body_is_not_taken_whole_where_receive_has_more_to_do(
+    loop: asyncio.AbstractEventLoop, state: str
+) -> None:
+    exchange, _, transport = _exchange(loop)
+    exchange.add_body(b"abc")
+    exchange.end_body()
+    if state == "100-continue":
+        exchange.waiting_for_100_continue = True  # ``receive`` sends 100 Continue first
+    elif state == "disconnected":
+        exchange.lost()
+    else:
+        assert exchange.write_whole(200, [], b"ok")
+    assert exchange.take_whole_body() is None
+    message = loop.run_until_complete(exchange.receive())
+    if state == "100-continue":
+        assert transport.writes[0] == b"HTTP/1.1 100 Continue\r\n\r\n"
+        assert message == {"type": "http.request", "body": b"abc", "more_body": False}
+    else:
+        assert message == {"type": "http.disconnect"}
+
+
+def test_a_body_taken_whole_over_the_limit_is_413(loop: asyncio.AbstractEventLoop) -> None:
+    exchange, _, transport = _exchange(loop)
+    exchange.scope.update(path="/v2/models/m/infer", raw_path=b"/v2/models/m/infer", headers=[],
+                          extensions={WHOLE_ANSWER_EXTENSION: exchange})  # fmt: skip
+    exchange.add_body(b"x" * 9)  # chunked: no content-length announced it
+    exchange.end_body()
+    app = HttpApp(None, max_request_bytes=8)  # type: ignore[arg-type]  # refused before it
+    loop.run_until_complete(exchange.run(app))
+    written = b"".join(transport.writes)
+    assert written.startswith(b"HTTP/1.1 413 ")
+    assert b"request body of 9 bytes exceeds the maximum input size of 8 bytes" in written
+    assert transport.closed  # NOTE: a refused body closes the connection, as before it was read
+
+
+def test_the_exchange_is_its_requests_disconnect_watch(loop: asyncio.AbstractEventLoop) -> None:
+    exchange, _, _ = _exchange(loop)
+    work = loop.create_future()
+
+    async def app() -> None:
+        await exchange.until_lost(work)
+
+    task = loop.create_task(app())
+    exchange.task = task  # as the connection sets it for the request's task
+    loop.run_until_complete(asyncio.sleep(0))
+    exchange.lost()
+    with pytest.raises(ClientDisconnected):
+        loop.run_until_complete(task)
+    assert work.cancelled()  # the work awaited for the gone client is cancelled with it
 
 
 @pytest.fixture(scope="module", params=HTTP_WORKERS, ids=HTTP_WORKER_IDS)
