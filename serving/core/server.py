@@ -161,7 +161,9 @@ class InferenceServer:
 
     def resolve(self, name: str, version: int | None) -> LoadedVersion:
         """The version a request for (name, version) runs on; Triton's errors otherwise."""
-        entry = self.entry(name)
+        entry = self.models.get(name)
+        if entry is None:
+            entry = self.entry(name)  # raises Triton's error
         if version is None:
             lv = entry.default()
             if lv is None:
@@ -214,9 +216,17 @@ class InferenceServer:
             response = await scheduler.infer(request)
         finally:
             lv.leave()
-        if request.outputs is not None:
-            return self._select_outputs(request, response, lv)
-        return response
+        wanted = request.outputs
+        if wanted is None:
+            return response
+        if (
+            len(wanted) == 1
+            and not wanted[0].classification
+            and len(response.outputs) == 1
+            and wanted[0].name in response.outputs
+        ):
+            return response  # NOTE: the common case: what was asked is what came back
+        return self._select_outputs(request, response, lv)
 
     async def infer_stream(self, request: InferRequest) -> AsyncIterator[StreamItem]:
         """Every response of one request, in order, each with whether it is the request's last.

@@ -115,7 +115,10 @@ def check_request(request: InferRequest, signature: ModelSignature, model_name: 
         key = (name, array.dtype, array.shape)
         if key in accepted:  # NOTE: the common case: one client's requests repeat their inputs
             if batching:
-                batch = _same_batch(array.shape[0], batch, name, model_name)
+                this_batch = array.shape[0]
+                if batch not in (-1, this_batch):
+                    _same_batch(this_batch, batch, name, model_name)  # raises
+                batch = this_batch
             continue
         batch = _check_input(name, array, signature, batch, model_name)
         if len(accepted) >= MAX_ACCEPTED_INPUTS:

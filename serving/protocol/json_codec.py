@@ -13,6 +13,7 @@ import orjson
 
 from serving.core.datatypes import (
     NUMPY_BY_WIRE,
+    WIRE_BY_NUMPY,
     NumpyArray,
     add_bytes_elements,
     check_shape_span,
@@ -96,7 +97,10 @@ def decode_requested_outputs(outputs_json: Any) -> list[RequestedOutput]:
         if not isinstance(params, dict):
             raise InvalidArgumentError(f"'parameters' of output '{name}' must be an object")
         for key, value in params.items():
-            _apply_output_parameter(output, key, value)
+            if key == "binary_data" and isinstance(value, bool):
+                output.binary_data = value  # NOTE: the common parameter, without a call
+            else:
+                _apply_output_parameter(output, key, value)
         outputs.append(output)
     return outputs
 
@@ -267,14 +271,18 @@ def encode_infer_response(
 
     A numeric part is a view of its output's own memory, not a copy (``tensor_buffer``)."""
     flags: dict[str, bool | None] = {}
-    if request.outputs is not None:
-        flags = {o.name: o.binary_data for o in request.outputs}
+    wanted = request.outputs
+    if wanted is not None:
+        if len(wanted) == 1:  # NOTE: the common case, without a comprehension
+            flags = {wanted[0].name: wanted[0].binary_data}
+        else:
+            flags = {o.name: o.binary_data for o in wanted}
     default_binary = request.binary_data_output
     outputs: list[dict[str, Any]] = []
     parts: list[bytes | memoryview] = []
     any_binary = False
     for name, array in response.outputs.items():
-        datatype = wire_from_numpy(array.dtype)
+        datatype = WIRE_BY_NUMPY.get(array.dtype) or wire_from_numpy(array.dtype)
         flag = flags.get(name)
         entry: dict[str, Any] = {"name": name, "datatype": datatype, "shape": list(array.shape)}
         if default_binary if flag is None else flag:

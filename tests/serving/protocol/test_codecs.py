@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from tritonclient.grpc import service_pb2
 
-from serving.core.datatypes import tensor_buffer, tensor_from_bytes, tensor_to_bytes
+from serving.core.datatypes import NUMPY_BY_WIRE, tensor_buffer, tensor_from_bytes, tensor_to_bytes
 from serving.errors import InvalidArgumentError
 from serving.protocol.config_json import config_to_json
 from serving.protocol.grpc_codec import decode_infer_request as decode_grpc
@@ -71,6 +71,12 @@ def test_a_numeric_output_is_sent_from_its_own_memory_and_copied_only_when_it_mu
         assert not np.shares_memory(np.frombuffer(raw, dtype=np.uint8), must_copy)
         assert bytes(raw) == np.ascontiguousarray(must_copy, dtype="<f4").tobytes()
     assert bytes(tensor_buffer(np.zeros((0, 4), dtype=np.float32))) == b""
+    # NOTE: numpy exports no buffer format for bfloat16: its bytes come the other way, uncopied.
+    bf16 = np.arange(4, dtype=np.float32).astype(NUMPY_BY_WIRE["BF16"])
+    raw = tensor_buffer(bf16)
+    assert np.shares_memory(np.frombuffer(raw, dtype=np.uint8), bf16)
+    assert bytes(raw) == bf16.tobytes()
+    assert bytes(tensor_buffer(np.array(2.5, dtype=np.float64))) == np.float64(2.5).tobytes()
 
 
 def test_fixed_size_tensors_check_their_byte_count() -> None:
