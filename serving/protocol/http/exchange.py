@@ -211,7 +211,7 @@ class Exchange(DisconnectWatch):
             or self.scope["method"] == "HEAD"
         ):
             return False
-        content = [STATUS_LINES.get(status) or status_line(status)]
+        content = [status_line(status)]
         asks_close = False
         for name, value in (*connection.server_state.default_headers, *headers):
             if name == b"content-length":

@@ -35,7 +35,6 @@ def data_plane_server(
         proxy_headers=False,
         timeout_keep_alive=KEEP_ALIVE_S,
         timeout_graceful_shutdown=max(1, int(graceful_shutdown_s)),
-        h11_max_incomplete_event_size=None,
         **(tls or {}),
     )
     # NOTE: no per-request access log on the data plane (it costs more than routing does).
