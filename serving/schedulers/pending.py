@@ -21,7 +21,6 @@ class Pending:
     enqueue_ns: int
     batch_size: int = 1
     level: int = 1
-    order: int = 0
     deadline_ns: int = 0
     timer: asyncio.TimerHandle | None = None
     delayed: bool = False

@@ -71,7 +71,6 @@ class QueuedScheduler(Scheduler, abc.ABC):
         self._workers: list[asyncio.Task[None]] = []
         self._accepting = False
         self._in_flight = 0
-        self._order = 0
         self._ordered: deque[Pending] = deque()
         self._executing: set[Pending] = set()
         self._busy = [False] * len(self.instances)  # instance index -> executing a batch now
@@ -160,8 +159,6 @@ class QueuedScheduler(Scheduler, abc.ABC):
             total_ns = time.monotonic_ns() - request.arrival_ns
             self.statistics.record_failure(reason=reason, total_ns=total_ns)
             raise
-        self._order += 1
-        pending.order = self._order
         self._in_flight += 1
         if self._preserve_ordering:
             self._ordered.append(pending)

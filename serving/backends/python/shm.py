@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from serving.core.datatypes import NUMPY_BY_WIRE
+from serving.core.datatypes import NUMPY_BY_WIRE, WIRE_BY_NUMPY
 
 TensorDesc = tuple[str, str, tuple[int, ...], int, int]  # name, datatype, shape, offset, nbytes
 
@@ -39,12 +39,9 @@ def numpy_dtype(datatype: str) -> np.dtype[Any]:
     return NUMPY_BY_WIRE[datatype]
 
 
-_WIRE_BY_NUMPY = {dtype: wire for wire, dtype in NUMPY_BY_WIRE.items() if wire != "BYTES"}
-
-
 def wire_datatype(array: np.ndarray[Any, Any]) -> str:
     dtype = array.dtype
-    wire = _WIRE_BY_NUMPY.get(dtype)
+    wire = WIRE_BY_NUMPY.get(dtype)
     if wire is not None:
         return wire
     if dtype.kind in ("O", "S", "U"):
