@@ -21,7 +21,8 @@ async def start_grpc_frontends(
     guard: AccessGuard | None,
 ) -> FrontendPool:
     """``settings.grpc_workers`` gRPC front-ends, listening once this returns."""
-    from serving.protocol.grpc.relay import Dispatcher, RelayConnection
+    from serving.protocol.grpc.calls import Dispatcher
+    from serving.protocol.grpc.relay import RelayConnection
     from serving.protocol.grpc.service import edge_interceptors, register_services
 
     guarded = None
