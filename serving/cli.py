@@ -8,7 +8,13 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from serving.settings import CONTROL_MODES, ServingSettings, parse_bool, settings_from_env
+from serving.settings import (
+    CONTROL_MODES,
+    GRPC_TRANSPORTS,
+    ServingSettings,
+    parse_bool,
+    settings_from_env,
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -35,6 +41,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--grpc-workers", type=int,
         help="gRPC front-end processes sharing the gRPC port (SO_REUSEPORT) that relay calls to "
              "this one (default 0: gRPC in this process)")  # fmt: skip
+    add("--grpc-transport", choices=GRPC_TRANSPORTS,
+        help="the in-process gRPC listener: h2 (default: HTTP/2 on this process's loop) or "
+             "grpcio (grpc.aio, as before h2 was added)")  # fmt: skip
     add("--http-workers", type=int,
         help="HTTP front-end processes sharing the HTTP port (SO_REUSEPORT) that relay requests "
              "to this one (default 0: HTTP in this process)")  # fmt: skip
@@ -108,7 +117,7 @@ TLS_KEYS = ("grpc_use_ssl", "grpc_use_ssl_mutual", "grpc_server_cert", "grpc_ser
 def settings_from_args(options: dict[str, Any]) -> ServingSettings:
     keys = ("model_repository", "model_control_mode", "repository_poll_s", "model_config_name",
             "auto_complete_config", "host", "http_port", "grpc_port", "grpc_workers",
-            "http_workers", "metrics_port", "strict_readiness", "exit_on_error",
+            "grpc_transport", "http_workers", "metrics_port", "strict_readiness", "exit_on_error",
             "max_request_bytes", "exit_timeout_s", "drain_grace_s", "server_id", "cache_dir",
             "max_in_flight_requests", "on_demand_max_versions", "on_demand_idle_s")  # fmt: skip
     every = (*keys, "http_body_timeout_s", *TLS_KEYS)

@@ -30,13 +30,18 @@ from serving.access.guard import AccessGuard
 from serving.core.server import InferenceServer
 from serving.errors import UnavailableError
 from serving.protocol.admission import InFlightLimit
-from serving.protocol.grpc.service import create_grpc_server
+from serving.protocol.grpc.http2_server import Http2GrpcServer
+from serving.protocol.grpc.service import (
+    create_grpc_server,
+    edge_interceptors,
+    register_services,
+)
 from serving.protocol.http.app import HttpApp
 from serving.protocol.http.listener import data_plane_server
 from serving.protocol.http.metrics_app import MetricsApp
 from serving.protocol.http.restricted import RestrictedApiMiddleware
 from serving.protocol.restricted import HTTP_FLAG, parse_restrictions
-from serving.protocol.tls import grpc_server_credentials, uvicorn_tls
+from serving.protocol.tls import grpc_server_credentials, grpc_ssl_context, uvicorn_tls
 from serving.settings import PORT_DISABLED, ServingSettings
 from serving.sources import ModelSource
 
@@ -116,7 +121,7 @@ async def run_server(
     ports = BoundPorts()
     metrics_server = None
     http_server: uvicorn.Server | FrontendPool | None = None
-    grpc_server: grpc.aio.Server | FrontendPool | None = None
+    grpc_server: grpc.aio.Server | Http2GrpcServer | FrontendPool | None = None
     http_task = metrics_task = None
     in_flight = InFlightLimit(settings.max_in_flight_requests)
     server.opening = True
@@ -277,7 +282,7 @@ async def _start_grpc(
     ports: BoundPorts,
     in_flight: InFlightLimit,
     guard: AccessGuard | None,
-) -> grpc.aio.Server | None:
+) -> grpc.aio.Server | Http2GrpcServer | None:
     if settings.grpc_port == PORT_DISABLED:
         return None
     guarded = None
@@ -285,11 +290,18 @@ async def _start_grpc(
         from serving.access.grpc import GuardedServicer
 
         guarded = functools.partial(GuardedServicer, guard=guard)
+    limit = in_flight if in_flight.limit else None
+    if settings.grpc_transport == "h2":
+        listener = Http2GrpcServer(
+            lambda target: register_services(target, server, guarded, limit),
+            interceptors=edge_interceptors(server),
+            max_message_bytes=settings.max_request_bytes,
+            tls=grpc_ssl_context(settings),
+        )
+        ports.grpc = await listener.start(settings.host, settings.grpc_port)
+        return listener
     grpc_server = create_grpc_server(
-        server,
-        max_message_bytes=settings.max_request_bytes,
-        in_flight=in_flight if in_flight.limit else None,
-        guard=guarded,
+        server, max_message_bytes=settings.max_request_bytes, in_flight=limit, guard=guarded
     )
     address = _grpc_address(settings.host, settings.grpc_port)
     credentials = grpc_server_credentials(settings)
@@ -346,7 +358,7 @@ async def _stop_transports(
     settings: ServingSettings,
     http_server: uvicorn.Server | FrontendPool | None,
     http_task: asyncio.Task[None] | None,
-    grpc_server: grpc.aio.Server | FrontendPool | None,
+    grpc_server: grpc.aio.Server | Http2GrpcServer | FrontendPool | None,
 ) -> None:
     if isinstance(http_server, uvicorn.Server) or http_server is None:
         stop_http = _stop_uvicorn(http_server, http_task, timeout_s=settings.exit_timeout_s)

@@ -18,6 +18,8 @@ from pathlib import Path
 from repository.config.cpu_quota import usable_cpu_count
 
 CONTROL_MODES = ("none", "poll", "explicit")
+# h2: the loop's own HTTP/2 listener (http2_server); grpcio: grpc.aio's, as before it.
+GRPC_TRANSPORTS = ("h2", "grpcio")
 INFERENCE_AUTH_MODES = ("required", "off")
 LOOPBACK = "127.0.0.1"
 ANY_ADDRESS = "0.0.0.0"
@@ -42,6 +44,7 @@ class ServingSettings:
     http_port: int = 8000
     grpc_port: int = 8001
     grpc_workers: int = 0  # gRPC front-end processes relaying to this one; 0: gRPC in-process
+    grpc_transport: str = "h2"  # the in-process gRPC listener: one of GRPC_TRANSPORTS
     http_workers: int = 0  # HTTP front-end processes relaying to this one; 0: HTTP in-process
     metrics_port: int = 8002
     strict_readiness: bool = True
@@ -98,6 +101,11 @@ class ServingSettings:
             problems.append(
                 f"--model-control-mode: expected one of {', '.join(CONTROL_MODES)}, "
                 f"got '{self.model_control_mode}'"
+            )
+        if self.grpc_transport not in GRPC_TRANSPORTS:
+            problems.append(
+                f"--grpc-transport: expected one of {', '.join(GRPC_TRANSPORTS)}, "
+                f"got '{self.grpc_transport}'"
             )
         if "*" in self.load_models and len(self.load_models) > 1:
             problems.append("--load-model: '*' must be the only --load-model value")
@@ -298,6 +306,7 @@ _ENV_FIELDS: dict[str, tuple[str, type]] = {
     "SERVING_HTTP_PORT": ("http_port", int),
     "SERVING_GRPC_PORT": ("grpc_port", int),
     "SERVING_GRPC_WORKERS": ("grpc_workers", int),
+    "SERVING_GRPC_TRANSPORT": ("grpc_transport", str),
     "SERVING_HTTP_WORKERS": ("http_workers", int),
     "SERVING_METRICS_PORT": ("metrics_port", int),
     "SERVING_STRICT_READINESS": ("strict_readiness", bool),

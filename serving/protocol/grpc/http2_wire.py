@@ -1,0 +1,122 @@
+"""gRPC's own layer over HTTP/2 (grpc's PROTOCOL-HTTP2): what the request headers mean, how a
+message is framed and compressed, and how the status travels in the trailers.
+
+HTTP/2 itself (frames, HPACK, flow control, stream states) is the ``h2`` library's; this module
+is the part of gRPC that rides on it, kept free of I/O so each rule can be tested on its own.
+"""
+
+from __future__ import annotations
+
+import base64
+import struct
+import zlib
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+MESSAGE_PREFIX = struct.Struct(">BI")  # compressed flag, message length
+PREFIX_BYTES = MESSAGE_PREFIX.size
+COMPRESSED = 1
+
+# Header names grpc reserves for itself: never handed to a servicer as invocation metadata.
+RESERVED = frozenset((b"content-type", b"te", b"grpc-timeout", b"grpc-encoding",
+                      b"grpc-accept-encoding", b"grpc-message-type", b"grpc-status",
+                      b"grpc-message", b"grpc-status-details-bin", b"connection"))  # fmt: skip
+# Message encodings a client may compress requests with (grpc's names); answers go uncompressed,
+# which grpc lets a server do whatever the client accepts.
+ENCODINGS = {b"identity": None, b"gzip": 16 + zlib.MAX_WBITS, b"deflate": zlib.MAX_WBITS}
+ACCEPT_ENCODING = b"identity,deflate,gzip"
+TIMEOUT_UNITS = {b"H": 3600.0, b"M": 60.0, b"S": 1.0, b"m": 1e-3, b"u": 1e-6, b"n": 1e-9}
+
+ANSWER_HEADERS = ((b":status", b"200"), (b"content-type", b"application/grpc"),
+                  (b"grpc-accept-encoding", ACCEPT_ENCODING))  # fmt: skip
+OK_TRAILERS = ((b"grpc-status", b"0"),)
+
+
+class WireError(Exception):
+    """A request that breaks gRPC's framing or headers: ``code`` is the gRPC status to end it
+    with (grpc's numbering), ``message`` its details."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code, self.message = code, message
+
+
+def parse_timeout(value: bytes) -> float:
+    """``grpc-timeout`` in seconds: at most eight digits and one unit (``100m``, ``5S``)."""
+    digits, unit = value[:-1], value[-1:]
+    if not digits.isdigit() or len(digits) > 8 or unit not in TIMEOUT_UNITS:
+        raise WireError(13, f"Invalid grpc-timeout header {value.decode('latin-1')!r}")
+    return int(digits) * TIMEOUT_UNITS[unit]
+
+
+def metadata(headers: Iterable[tuple[bytes, bytes]]) -> tuple[tuple[str, str | bytes], ...]:
+    """The invocation metadata a servicer sees: every header but pseudo-headers and grpc's own,
+    ``-bin`` values base64-decoded to bytes (grpc sends them unpadded)."""
+    items: list[tuple[str, str | bytes]] = []
+    for name, value in headers:
+        if name[:1] == b":" or name in RESERVED:
+            continue
+        key = name.decode("latin-1")
+        if key.endswith("-bin"):
+            items.append((key, base64.b64decode(value + b"=" * (-len(value) % 4))))
+        else:
+            items.append((key, value.decode("latin-1")))
+    return tuple(items)
+
+
+def decompressor(encoding: bytes | None) -> int | None:
+    """The zlib window bits that undo ``grpc-encoding`` (None: identity)."""
+    if encoding is None:
+        return None
+    if encoding not in ENCODINGS:
+        name = encoding.decode("latin-1")
+        raise WireError(12, f"Compression algorithm '{name}' is not supported")  # UNIMPLEMENTED
+    return ENCODINGS[encoding]
+
+
+def inflate(data: bytes, wbits: int | None, limit: int) -> bytes:
+    """A compressed message's bytes, refused once they pass ``limit``: a small compressed
+    message must not become a large one in memory."""
+    if wbits is None:
+        raise WireError(13, "A compressed message arrived without a grpc-encoding")
+    inflater = zlib.decompressobj(wbits)
+    try:
+        out = inflater.decompress(data, limit + 1)
+    except zlib.error as exc:
+        raise WireError(13, f"Failed to decompress the message: {exc}") from None
+    if len(out) > limit:
+        raise WireError(8, f"Received message larger than max (more than {limit} bytes)")
+    return out
+
+
+def frame_message(payload: bytes) -> bytes:
+    """One uncompressed length-prefixed message."""
+    return MESSAGE_PREFIX.pack(0, len(payload)) + payload
+
+
+def trailers(code: int, details: str, trailing: Sequence[tuple[str, Any]]) -> list[Any]:
+    """The status trailers: ``grpc-status``, ``grpc-message`` percent-encoded as grpc requires
+    (UTF-8, then every byte outside printable ASCII and ``%`` itself as ``%XX``), then the
+    trailing metadata (``-bin`` values base64 without padding)."""
+    out: list[Any] = [(b"grpc-status", str(code).encode())]
+    if details:
+        out.append((b"grpc-message", percent_encode(details)))
+    for key, value in trailing:
+        name = str(key).lower().encode("latin-1")
+        if name.endswith(b"-bin"):
+            raw = value if isinstance(value, bytes) else str(value).encode()
+            out.append((name, base64.b64encode(raw).rstrip(b"=")))
+        else:
+            text = value.decode("latin-1") if isinstance(value, bytes) else str(value)
+            out.append((name, text.encode("latin-1", "replace")))
+    return out
+
+
+def percent_encode(text: str) -> bytes:
+    raw = text.encode("utf-8")
+    if all(0x20 <= byte <= 0x7E and byte != 0x25 for byte in raw):
+        return raw
+    return b"".join(
+        bytes((byte,)) if 0x20 <= byte <= 0x7E and byte != 0x25 else b"%%%02X" % byte
+        for byte in raw
+    )

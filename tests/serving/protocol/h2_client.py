@@ -1,0 +1,159 @@
+"""A bare HTTP/2 client (the ``h2`` library over a socket) for the gRPC listener's tests: it sends
+what grpc's own clients never would (two messages to a unary method, an unknown compression, a
+``grpc-timeout`` the server must enforce, a reset mid-call) and reads back exactly what came."""
+
+from __future__ import annotations
+
+import dataclasses
+import socket
+import struct
+import time
+from collections.abc import Sequence
+
+from h2 import events
+from h2.config import H2Configuration
+from h2.connection import H2Connection
+from h2.errors import ErrorCodes
+
+
+@dataclasses.dataclass
+class Answer:
+    headers: dict[bytes, bytes] = dataclasses.field(default_factory=dict)
+    data: bytes = b""
+    trailers: dict[bytes, bytes] = dataclasses.field(default_factory=dict)
+    reset: int | None = None  # RST_STREAM's error code, when the server reset the stream
+    closed: bool = False  # the server closed the connection
+
+    @property
+    def grpc_status(self) -> int | None:
+        value = self.trailers.get(b"grpc-status", self.headers.get(b"grpc-status"))
+        return None if value is None else int(value)
+
+    @property
+    def grpc_message(self) -> str:
+        value = self.trailers.get(b"grpc-message", self.headers.get(b"grpc-message", b""))
+        return value.decode()
+
+    def messages(self) -> list[bytes]:
+        out, data = [], self.data
+        while len(data) >= 5:
+            _, length = struct.unpack(">BI", data[:5])
+            out.append(data[5 : 5 + length])
+            data = data[5 + length :]
+        return out
+
+
+def grpc_message(payload: bytes, compressed: bool = False) -> bytes:
+    return struct.pack(">BI", int(compressed), len(payload)) + payload
+
+
+class RawGrpc:
+    """One HTTP/2 connection to ``host:port``; each ``call`` opens a stream on it."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self.sock = socket.create_connection((host, port), timeout=10)
+        self.h2 = H2Connection(config=H2Configuration(client_side=True, header_encoding=None))
+        self.h2.initiate_connection()
+        self._flush()
+        self._take_settings()
+
+    def _take_settings(self) -> None:
+        """Read the server's first frames, so that its windows (larger than HTTP/2's 64 KiB
+        default) apply to what this client sends."""
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            self.sock.settimeout(max(0.01, deadline - time.monotonic()))
+            data = self.sock.recv(65536)
+            if not data:
+                raise ConnectionError("the server closed the connection at once")
+            received = self.h2.receive_data(data)
+            self._flush()
+            if any(isinstance(event, events.WindowUpdated) for event in received):
+                return
+        raise TimeoutError("no window update from the server")
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def __enter__(self) -> RawGrpc:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _flush(self) -> None:
+        self.sock.sendall(self.h2.data_to_send())
+
+    def open(
+        self,
+        method: str,
+        *,
+        content_type: bytes = b"application/grpc",
+        extra: Sequence[tuple[bytes, bytes]] = (),
+    ) -> int:
+        sid = self.h2.get_next_available_stream_id()
+        headers = [(b":method", b"POST"), (b":scheme", b"http"), (b":path", method.encode()),
+                   (b":authority", b"localhost"), (b"content-type", content_type),
+                   (b"te", b"trailers"), *extra]  # fmt: skip
+        self.h2.send_headers(sid, headers)
+        self._flush()
+        return sid
+
+    def send(self, sid: int, data: bytes, end: bool = False) -> None:
+        self.h2.send_data(sid, data, end_stream=end)
+        self._flush()
+
+    def reset(self, sid: int) -> None:
+        self.h2.reset_stream(sid, ErrorCodes.CANCEL)
+        self._flush()
+
+    def call(
+        self,
+        method: str,
+        messages: Sequence[bytes],
+        *,
+        content_type: bytes = b"application/grpc",
+        extra: Sequence[tuple[bytes, bytes]] = (),
+        timeout_s: float = 10.0,
+    ) -> Answer:
+        sid = self.open(method, content_type=content_type, extra=extra)
+        payload = b"".join(messages)
+        self.send(sid, payload, end=True)
+        return self.wait(sid, timeout_s)
+
+    def wait(self, sid: int, timeout_s: float = 10.0) -> Answer:
+        answer = Answer()
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            self.sock.settimeout(max(0.01, deadline - time.monotonic()))
+            try:
+                data = self.sock.recv(65536)
+            except TimeoutError:
+                break
+            except ConnectionResetError:  # closed with our data unread: the kernel resets
+                data = b""
+            if not data:
+                answer.closed = True
+                return answer
+            for event in self.h2.receive_data(data):
+                if getattr(event, "stream_id", None) != sid:
+                    continue
+                if isinstance(event, events.ResponseReceived):
+                    answer.headers = dict(event.headers)
+                elif isinstance(event, events.DataReceived):
+                    answer.data += event.data
+                    self.h2.acknowledge_received_data(event.flow_controlled_length, sid)
+                elif isinstance(event, events.TrailersReceived):
+                    answer.trailers = dict(event.headers)
+                elif isinstance(event, events.StreamReset):
+                    answer.reset = event.error_code
+                    return answer
+                elif isinstance(event, events.StreamEnded):
+                    self._flush()
+                    return answer
+            try:
+                self._flush()
+            except (BrokenPipeError, ConnectionResetError):  # the server has closed
+                answer.closed = True
+                return answer
+        raise TimeoutError(f"stream {sid} did not end within {timeout_s} s")

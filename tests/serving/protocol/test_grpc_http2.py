@@ -1,0 +1,305 @@
+"""The HTTP/2 gRPC listener's own rules (``serving/protocol/grpc/http2_*``): gRPC's framing,
+compression, flow control, deadlines and graceful stop, over real sockets with grpc's own clients
+and a bare HTTP/2 client for what grpc's clients never send. The inference RPCs themselves are
+``test_grpc.py``'s, which runs on this listener (the default)."""
+
+from __future__ import annotations
+
+import gzip
+import socket
+import threading
+import time
+import zlib
+from pathlib import Path
+from typing import Any
+
+import grpc
+import httpx
+import numpy as np
+import pytest
+import tritonclient.grpc as grpcclient
+from tritonclient.grpc import service_pb2
+
+from repository import demo_models as dm
+from serving.main import ServingProcess
+from serving.protocol.grpc import http2_wire as wire
+from tests.serving.harness import folder_settings
+from tests.serving.protocol.conftest import MAX_REQUEST_BYTES
+from tests.serving.protocol.h2_client import RawGrpc, grpc_message
+from tests.serving.protocol.test_grpc import fp32_input
+
+pytestmark = pytest.mark.embedded
+
+LIVE = "/inference.GRPCInferenceService/ServerLive"
+INFER = "/inference.GRPCInferenceService/ModelInfer"
+
+
+def _port(server: ServingProcess) -> int:
+    return int(server.grpc_url.rsplit(":", 1)[1])
+
+
+def _identity_request(values: np.ndarray, model: str = "identity") -> bytes:
+    request = service_pb2.ModelInferRequest(model_name=model)
+    request.inputs.add(name="INPUT0", datatype="FP32", shape=[1, len(values)])
+    request.raw_input_contents.append(values.astype(np.float32).tobytes())
+    return request.SerializeToString()
+
+
+# --- the wire rules on their own -----------------------------------------------------------------
+
+
+def test_grpc_timeout_units_and_refusals() -> None:
+    assert wire.parse_timeout(b"100m") == pytest.approx(0.1)
+    assert wire.parse_timeout(b"5S") == 5.0
+    assert wire.parse_timeout(b"2H") == 7200.0
+    assert wire.parse_timeout(b"250u") == pytest.approx(250e-6)
+    for bad in (b"", b"m", b"10", b"123456789S", b"1x", b"-1S"):
+        with pytest.raises(wire.WireError):
+            wire.parse_timeout(bad)
+
+
+def test_metadata_skips_grpcs_own_headers_and_decodes_binary_values() -> None:
+    headers = [(b":path", b"/x/y"), (b"content-type", b"application/grpc"), (b"te", b"trailers"),
+               (b"grpc-timeout", b"1S"), (b"authorization", b"Bearer abc"),
+               (b"trace-bin", b"AAEC"), (b"odd-bin", b"AAE")]  # fmt: skip
+    assert wire.metadata(headers) == (
+        ("authorization", "Bearer abc"),
+        ("trace-bin", b"\x00\x01\x02"),
+        ("odd-bin", b"\x00\x01"),
+    )
+
+
+def test_trailers_percent_encode_the_message_and_carry_binary_metadata() -> None:
+    out = dict(wire.trailers(3, "bad: 100% ünïcode\n", [("retry-after", "2"), ("x-bin", b"\xff")]))
+    assert out[b"grpc-status"] == b"3"
+    assert out[b"grpc-message"] == b"bad: 100%25 %C3%BCn%C3%AFcode%0A"
+    assert out[b"retry-after"] == b"2" and out[b"x-bin"] == b"/w"
+    assert b"grpc-message" not in dict(wire.trailers(0, "", ()))
+
+
+def test_a_compressed_message_is_inflated_only_up_to_the_limit() -> None:
+    bomb = gzip.compress(b"\0" * 1_000_000)
+    assert len(bomb) < 2_000
+    assert wire.inflate(bomb, wire.decompressor(b"gzip"), 1_000_000) == b"\0" * 1_000_000
+    with pytest.raises(wire.WireError) as refused:
+        wire.inflate(bomb, wire.decompressor(b"gzip"), 999_999)
+    assert refused.value.code == 8  # RESOURCE_EXHAUSTED
+    assert wire.inflate(zlib.compress(b"abc"), wire.decompressor(b"deflate"), 10) == b"abc"
+    with pytest.raises(wire.WireError) as unknown:
+        wire.decompressor(b"snappy")
+    assert unknown.value.code == 12  # UNIMPLEMENTED
+    with pytest.raises(wire.WireError):
+        wire.inflate(b"not deflate at all", wire.decompressor(b"gzip"), 100)
+
+
+# --- grpc's own clients ------------------------------------------------------------------------
+
+
+def test_a_gzip_compressed_request_is_answered(server: ServingProcess) -> None:
+    x = np.arange(64, dtype=np.float32).reshape(1, 64)
+    with grpcclient.InferenceServerClient(server.grpc_url) as client:
+        result = client.infer("identity", [fp32_input(x)], compression_algorithm="gzip")
+        np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), x)
+        result = client.infer("identity", [fp32_input(x)], compression_algorithm="deflate")
+        np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), x)
+
+
+def test_an_answer_larger_than_the_clients_window_arrives_whole(server: ServingProcess) -> None:
+    # 800 KB each way: far past a client's first 64 KiB window, so the answer waits on the
+    # client's window updates in the call's outbox.
+    x = np.random.default_rng(1).random((1, 200_000), dtype=np.float32)
+    with grpcclient.InferenceServerClient(server.grpc_url) as client:
+        for _ in range(3):
+            result = client.infer("identity", [fp32_input(x)])
+            np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), x)
+
+
+def test_many_calls_at_once_on_one_connection_each_get_their_own_answer(
+    server: ServingProcess,
+) -> None:
+    answers: dict[int, Any] = {}
+    done = threading.Semaphore(0)
+
+    def keep(index: int) -> Any:
+        def callback(result: Any, error: Any) -> None:
+            answers[index] = error if error is not None else result.as_numpy("OUTPUT0")
+            done.release()
+
+        return callback
+
+    with grpcclient.InferenceServerClient(server.grpc_url) as client:
+        for index in range(64):
+            x = np.full((1, 8), index, dtype=np.float32)
+            client.async_infer("identity", [fp32_input(x)], keep(index))
+        for _ in range(64):
+            assert done.acquire(timeout=30)
+    for index in range(64):
+        np.testing.assert_array_equal(answers[index], np.full((1, 8), index, dtype=np.float32))
+
+
+# --- what grpc's clients never send ------------------------------------------------------------
+
+
+def test_two_messages_to_a_unary_method_end_the_call_internal(server: ServingProcess) -> None:
+    with RawGrpc("127.0.0.1", _port(server)) as raw:
+        answer = raw.call(LIVE, [grpc_message(b""), grpc_message(b"")])
+        assert answer.grpc_status == 13 and "more than one" in answer.grpc_message
+        answer = raw.call(LIVE, [])
+        assert answer.grpc_status == 13 and "no request message" in answer.grpc_message
+        answer = raw.call(LIVE, [grpc_message(b"")])  # the connection still serves
+        assert answer.grpc_status == 0 and answer.messages() == [b"\x08\x01"]  # live: true
+
+
+def test_an_unknown_compression_is_unimplemented(server: ServingProcess) -> None:
+    with RawGrpc("127.0.0.1", _port(server)) as raw:
+        answer = raw.call(LIVE, [grpc_message(b"", compressed=True)],
+                          extra=[(b"grpc-encoding", b"snappy")])  # fmt: skip
+        assert answer.grpc_status == 12 and "snappy" in answer.grpc_message
+        answer = raw.call(LIVE, [grpc_message(b"\x01\x02", compressed=True)])
+        assert answer.grpc_status == 13 and "without a grpc-encoding" in answer.grpc_message
+
+
+def test_a_message_over_the_limit_is_refused_before_it_arrives(server: ServingProcess) -> None:
+    with RawGrpc("127.0.0.1", _port(server)) as raw:
+        sid = raw.open(INFER)
+        raw.send(sid, b"\x00" + (50_000_000).to_bytes(4, "big") + b"\x00" * 1000)
+        answer = raw.wait(sid)
+        assert answer.grpc_status == 8
+        assert answer.grpc_message.startswith("Received message larger than max (50000000 vs.")
+        assert raw.call(LIVE, [grpc_message(b"")]).grpc_status == 0
+
+
+def test_a_connection_holding_too_many_unfinished_messages_is_ended(
+    server: ServingProcess, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Each stream declares a message just under the 1 MiB limit and sends most of it, never the
+    # end: past 8 MiB held the connection ends; the server and other connections go on.
+    almost = MAX_REQUEST_BYTES - 100
+    closed = False
+    with RawGrpc("127.0.0.1", _port(server)) as raw:
+        streams = [raw.open(INFER) for _ in range(12)]
+        try:
+            for sid in streams:
+                for offset in range(0, almost - 20_000, 16_000):
+                    chunk = b"\0" * 16_000
+                    if offset == 0:
+                        chunk = b"\x00" + almost.to_bytes(4, "big") + chunk[5:]
+                    raw.send(sid, chunk)
+        except (BrokenPipeError, ConnectionResetError):
+            closed = True
+        if not closed:
+            closed = raw.wait(streams[0], timeout_s=10).closed  # TimeoutError: still open
+    assert closed
+    assert any("request bytes at once" in record.getMessage() for record in caplog.records)
+    with grpcclient.InferenceServerClient(server.grpc_url) as client:
+        assert client.is_server_live()
+
+
+def test_a_message_cut_short_by_the_end_of_the_stream_is_internal(server: ServingProcess) -> None:
+    with RawGrpc("127.0.0.1", _port(server)) as raw:
+        answer = raw.call(LIVE, [b"\x00\x00\x00\x00\x10abc"])
+        assert answer.grpc_status == 13 and "Incomplete" in answer.grpc_message
+
+
+def test_a_request_that_is_not_grpc_gets_http_415(server: ServingProcess) -> None:
+    with RawGrpc("127.0.0.1", _port(server)) as raw:
+        answer = raw.call(LIVE, [b"{}"], content_type=b"application/json")
+        assert answer.headers[b":status"] == b"415" and answer.grpc_status is None
+    with httpx.Client(http1=False, http2=True) as client:  # HTTP/2 without TLS, by prior knowledge
+        response = client.post(f"http://{server.grpc_url}{LIVE}", content=b"{}")
+        assert response.status_code == 415 and response.http_version == "HTTP/2"
+
+
+def test_http1_on_the_grpc_port_is_closed_and_serving_goes_on(server: ServingProcess) -> None:
+    with socket.create_connection(("127.0.0.1", _port(server)), timeout=10) as sock:
+        sock.sendall(b"GET /v2/health/live HTTP/1.1\r\nHost: x\r\n\r\n")
+        received = b""
+        while chunk := sock.recv(65536):
+            received += chunk
+        assert b"HTTP/1.1 200" not in received  # whatever came back, the connection closed
+    with grpcclient.InferenceServerClient(server.grpc_url) as client:
+        assert client.is_server_live()
+
+
+def test_metadata_past_the_limit_fails_the_call_and_serving_goes_on(
+    server: ServingProcess,
+) -> None:
+    with grpc.insecure_channel(server.grpc_url) as channel:
+        live = channel.unary_unary(LIVE)
+        assert live(b"", metadata=[("big", "x" * 8_000)], timeout=10) == b"\x08\x01"
+        with pytest.raises(grpc.RpcError):
+            live(b"", metadata=[("big", "x" * 40_000)], timeout=10)
+    with grpcclient.InferenceServerClient(server.grpc_url) as client:
+        assert client.is_server_live()
+
+
+def test_a_stream_reset_by_the_client_leaves_the_connection_serving(
+    server: ServingProcess,
+) -> None:
+    with RawGrpc("127.0.0.1", _port(server)) as raw:
+        sid = raw.open(INFER)
+        raw.send(sid, grpc_message(_identity_request(np.ones(4)))[:10])  # half a message
+        raw.reset(sid)
+        answer = raw.call(INFER, [grpc_message(_identity_request(np.arange(4)))])
+        assert answer.grpc_status == 0
+        response = service_pb2.ModelInferResponse.FromString(answer.messages()[0])
+        assert np.frombuffer(response.raw_output_contents[0], np.float32).tolist() == [0, 1, 2, 3]
+
+
+# --- deadlines and the graceful stop, with a model that takes its time ---------------------------
+
+
+@pytest.fixture
+def slow_server(tmp_path: Path) -> Any:
+    dm.write_python_sleep(tmp_path, "sleep", max_batch_size=0, dims=(-1,), dynamic_batching=False)
+    process = ServingProcess(folder_settings(tmp_path, drain_grace_s=0.0)).start()
+    yield process
+    process.stop()
+
+
+def _sleep_request(delay_ms: int) -> bytes:
+    request = service_pb2.ModelInferRequest(model_name="sleep")
+    request.inputs.add(name="INPUT0", datatype="FP32", shape=[2])
+    request.raw_input_contents.append(np.ones(2, dtype=np.float32).tobytes())
+    request.parameters["execute_delay_ms"].int64_param = delay_ms
+    return request.SerializeToString()
+
+
+def test_the_server_ends_a_call_past_its_grpc_timeout(slow_server: ServingProcess) -> None:
+    with RawGrpc("127.0.0.1", _port(slow_server)) as raw:
+        started = time.monotonic()
+        answer = raw.call(INFER, [grpc_message(_sleep_request(5000))],
+                          extra=[(b"grpc-timeout", b"300m")])  # fmt: skip
+        assert answer.grpc_status == 4 and answer.grpc_message == "Deadline Exceeded"
+        assert time.monotonic() - started < 4.0  # the server's answer, not the model's end
+        answer = raw.call(INFER, [grpc_message(_sleep_request(10))])
+        assert answer.grpc_status == 0
+
+
+def test_stop_lets_a_running_call_finish_and_then_refuses_new_ones(
+    slow_server: ServingProcess,
+) -> None:
+    results: list[Any] = []
+    url = slow_server.grpc_url
+    with grpcclient.InferenceServerClient(url) as client:
+        assert client.is_server_live()  # the connection is open before the stop begins
+
+        def call() -> None:
+            x = np.ones(2, dtype=np.float32)
+            tensor = grpcclient.InferInput("INPUT0", [2], "FP32")
+            tensor.set_data_from_numpy(x)
+            results.append(client.infer("sleep", [tensor], parameters={"execute_delay_ms": 1500}))
+
+        caller = threading.Thread(target=call)
+        caller.start()
+        time.sleep(0.5)
+        slow_server.stop()
+        caller.join(30)
+    assert len(results) == 1 and results[0].as_numpy("OUTPUT0").tolist() == [1.0, 1.0]
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", _port(slow_server)), timeout=2).close()
+
+
+def test_an_unknown_transport_is_refused() -> None:
+    with pytest.raises(ValueError, match="--grpc-transport: expected one of h2, grpcio"):
+        folder_settings(Path("."), grpc_transport="quic")
