@@ -39,7 +39,8 @@ async def start_grpc_frontends(
     def arguments(host: str, port: int) -> list[str]:
         address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
         return ["--address", address, "--max-message-bytes", str(settings.max_request_bytes),
-                "--grace-s", str(settings.exit_timeout_s)]  # fmt: skip
+                "--grace-s", str(settings.exit_timeout_s),
+                "--transport", settings.grpc_transport]  # fmt: skip
 
     pool = FrontendPool(
         "gRPC", settings.grpc_workers, settings.host, settings.grpc_port,

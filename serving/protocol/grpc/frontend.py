@@ -1,10 +1,12 @@
-"""A gRPC front-end process: grpc.aio on the shared gRPC port, relaying raw bytes to the server.
+"""A gRPC front-end process: the shared gRPC port's calls, relayed as raw bytes to the server.
 
-``python -m serving.protocol.grpc.frontend --fd N --address HOST:PORT --max-message-bytes B``.
-It binds with ``SO_REUSEPORT`` beside its siblings, serves every method with a generic handler
-that never decodes a message, and relays each call over the Unix socket ``N`` (framing:
-``relay_wire``) to the serving process, which runs the servicer, the edge checks and the access
-check and answers with the status and the response bytes. It holds no token, key or model; it
+``python -m serving.protocol.grpc.frontend --fd N --address HOST:PORT --max-message-bytes B
+[--transport h2|grpcio]``. It binds with ``SO_REUSEPORT`` beside its siblings and listens with
+the serving process's own gRPC transport (the HTTP/2 listener of ``http2_server``, or
+grpc.aio), serves every method with a generic handler that never decodes a message, and
+relays each call over the Unix socket ``N`` (framing: ``relay_wire``) to the serving process,
+which runs the servicer, the edge checks and the access check and answers with the status and
+the response bytes. It holds no token, key or model; it
 stops accepting on SIGTERM, lets its calls finish (``--grace-s``) and exits, and exits at once
 when the serving process's end of the socket closes.
 """
@@ -25,6 +27,7 @@ import grpc
 import uvloop
 
 from serving.protocol.grpc import relay_wire as wire
+from serving.protocol.grpc.http2_server import Http2GrpcServer
 
 logger = logging.getLogger("serving.grpc.frontend")
 
@@ -207,29 +210,48 @@ async def _relay_stream(
         relay.close(call)
 
 
-async def serve(fd: int, address: str, max_message_bytes: int, grace_s: float) -> None:
+async def serve(
+    fd: int, address: str, max_message_bytes: int, grace_s: float, transport: str = "h2"
+) -> None:
     loop = asyncio.get_running_loop()
     lost, stop = asyncio.Event(), asyncio.Event()
     sock = socket.socket(fileno=fd)
     relay = Relay(lost)
     await loop.create_unix_connection(lambda: relay, sock=sock)
-    server = grpc.aio.server(
-        options=[
-            ("grpc.so_reuseport", 1),
-            ("grpc.max_send_message_length", max_message_bytes),
-            ("grpc.max_receive_message_length", max_message_bytes),
-        ]
-    )
-    server.add_generic_rpc_handlers((RelayHandler(relay),))
-    if server.add_insecure_port(address) == 0:
-        raise SystemExit(f"cannot listen on {address}")
-    await server.start()
+    handlers = (RelayHandler(relay),)
+    listener: Any
+    if transport == "h2":
+        listener = Http2GrpcServer(
+            lambda target: target.add_generic_rpc_handlers(handlers),
+            max_message_bytes=max_message_bytes,
+        )
+        host, port = address.rsplit(":", 1)
+        try:
+            await listener.start(host.strip("[]"), int(port), reuse_port=True)
+        except OSError as exc:
+            raise SystemExit(f"cannot listen on {address}: {exc}") from None
+    else:
+        listener = grpc.aio.server(
+            options=[
+                ("grpc.so_reuseport", 1),
+                ("grpc.max_send_message_length", max_message_bytes),
+                ("grpc.max_receive_message_length", max_message_bytes),
+            ]
+        )
+        listener.add_generic_rpc_handlers(handlers)
+        if listener.add_insecure_port(address) == 0:
+            raise SystemExit(f"cannot listen on {address}")
+        await listener.start()
     relay.send(wire.frame(0, wire.READY))
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     waits = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(lost.wait())]
     await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-    await server.stop(grace=0 if lost.is_set() else grace_s)
+    grace = 0 if lost.is_set() else grace_s
+    if transport == "h2":
+        await listener.stop(grace)
+    else:
+        await listener.stop(grace=grace)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -238,11 +260,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--address", required=True, help="HOST:PORT to listen on (SO_REUSEPORT)")
     parser.add_argument("--max-message-bytes", type=int, required=True)
     parser.add_argument("--grace-s", type=float, default=30.0)
+    parser.add_argument("--transport", choices=("h2", "grpcio"), default="h2")
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    uvloop.run(serve(args.fd, args.address, args.max_message_bytes, args.grace_s))
+    uvloop.run(serve(args.fd, args.address, args.max_message_bytes, args.grace_s, args.transport))
 
 
 if __name__ == "__main__":
