@@ -7,9 +7,11 @@ backend, statistics or checks. Portico's latency minus this floor, measured in t
 the same load generator, is what Portico adds above a server built plainly on these libraries.
 
 It is a reference, not a bound: Portico's HTTP listener runs its own connection protocol on
-httptools (``serving/protocol/http/connection.py``), cheaper than uvicorn's, and its gRPC server
-pre-registers only the inference RPCs, so some of what the floor spends Portico does not. The
-floor stays stock so that such savings show in the tables instead of moving the floor with them.
+httptools (``serving/protocol/http/connection.py``), cheaper than uvicorn's, and its gRPC port is
+served by its own HTTP/2 listener on the ``h2`` library (``serving/protocol/grpc/http2_*``; with
+``--grpc-transport grpcio``, grpc.aio pre-registering only the inference RPCs), so what the floor
+spends and what Portico spends are not the same work. The floor stays stock so that such
+differences show in the tables instead of moving the floor with them.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""The gRPC edge: tritonclient's generated ``GRPCInferenceServiceServicer`` on grpc.aio.
+"""The gRPC edge: tritonclient's generated ``GRPCInferenceServiceServicer``, served by the HTTP/2
+listener (``http2_server``, through ``register_services``) or by grpc.aio (``create_grpc_server``).
 
 Each RPC is a thin call into the ``InferenceServer``; domain errors leave as the gRPC status of
 ``serving.protocol.errors.GRPC_STATUS`` with Triton's message. Shared memory, trace and logging RPCs
