@@ -354,8 +354,7 @@ class _Call:
 
     __slots__ = ("_connection", "_h2", "stream_id", "context", "task", "timer", "wbits",
                  "partial", "messages", "queued", "held", "ended", "unacked", "done",
-                 "_waiter", "_writer",
-                 "_started", "_outbox", "_trailers")  # fmt: skip
+                 "_waiter", "_writer", "_started", "_outbox", "_trailers")  # fmt: skip
 
     def __init__(self, connection: GrpcHttp2Connection, stream_id: int) -> None:
         self._connection = connection
@@ -368,7 +367,7 @@ class _Call:
         self.partial: bytearray | None = None  # the start of a message still arriving
         self.messages: collections.deque[bytes] = collections.deque()
         self.queued = 0  # bytes in ``messages``
-        self.held = 0  # bytes in ``partial`` and ``messages``, as counted in the connection's
+        self.held = 0  # bytes in ``partial`` and ``messages`` (summed in the connection's ``held``)
         self.ended = False  # the client half-closed
         self.unacked = 0  # request bytes not yet given back to the client's window
         self.done = False  # the status is decided (sent, or waiting in the outbox)
@@ -398,7 +397,8 @@ class _Call:
             end = pos + wire.PREFIX_BYTES + length
             if end > size:
                 break
-            message = bytes(buffer[pos + wire.PREFIX_BYTES : end])
+            # One copy out of the buffer (a bytearray's slice would be a second).
+            message = bytes(memoryview(buffer)[pos + wire.PREFIX_BYTES : end])
             if flag & wire.COMPRESSED:
                 message = wire.inflate(message, self.wbits, limit)
             self.messages.append(message)
@@ -480,8 +480,10 @@ class _Call:
         if self.done:
             raise asyncio.CancelledError  # the call already ended: its servicer stops here
         self._send(wire.frame_message(payload), None)
-        while self._outbox is not None and (
-            len(self._outbox) > OUTBOX_LIMIT or not self._connection.writable
+        # A client that stops reading: its window fills the outbox, or its socket the transport.
+        while not self.done and (
+            not self._connection.writable
+            or (self._outbox is not None and len(self._outbox) > OUTBOX_LIMIT)
         ):
             self._writer = self._connection._loop.create_future()
             try:
