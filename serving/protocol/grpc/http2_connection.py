@@ -48,6 +48,16 @@ MAX_HEADER_LIST_BYTES = 16 << 10  # grpc's own default limit on request metadata
 # Without it one client could open a thousand streams, each with a message just under the
 # limit that never completes, and hold all of it in memory before any check runs.
 HELD_MESSAGES_PER_CONNECTION = 8
+# The client's stream resets one connection may make: a token bucket with nghttp2's defaults
+# (the HTTP/2 library under node and Apache httpd). Each reset of a call still running costs its
+# HEADERS' work and a task for nothing, so a client that opens and resets streams without end
+# (HTTP/2 "rapid reset", CVE-2023-44487) would never meet MAX_CONCURRENT_STREAMS; past the bucket
+# the connection ends ENHANCE_YOUR_CALM. Resets of calls already answered are not counted.
+RESET_BURST, RESET_RATE_PER_S = 1000, 33.0
+# A connection must send HTTP/2's preface and its SETTINGS within this, as grpc's own servers
+# require (their handshake timeout, 120 s by default): a stranger's silent connections would
+# otherwise each hold a socket for ever.
+HANDSHAKE_TIMEOUT_S = 120.0
 
 CANCELLED, DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED = 1, 4, 8
 # h2's per-header checks of request headers cost about a tenth of a call's CPU (profiled). They
@@ -90,6 +100,8 @@ class GrpcHttp2Connection(asyncio.Protocol):
         self._refuse_after: int | None = None  # the last stream served once GOAWAY went out
         self._idle = asyncio.Event()
         self._idle.set()
+        self._reset_tokens, self._reset_counted_at = float(RESET_BURST), self._loop.time()
+        self._handshake: asyncio.TimerHandle | None = None  # pending until the client's SETTINGS
         self.peer = ""
 
     # --- asyncio.Protocol ------------------------------------------------------------------
@@ -108,8 +120,14 @@ class GrpcHttp2Connection(asyncio.Protocol):
         h2.decoder.max_header_list_size = MAX_HEADER_LIST_BYTES
         h2.initiate_connection()
         h2.increment_flow_control_window(CONNECTION_WINDOW - h2.inbound_flow_control_window)
+        self._handshake = self._loop.call_later(HANDSHAKE_TIMEOUT_S, self._handshake_expired)
         self._on_open(self)
         self._flush()
+
+    def _handshake_expired(self) -> None:
+        logger.debug("gRPC connection from %s closed: no HTTP/2 preface in time", self.peer)
+        self._handshake = None
+        self._close_transport()
 
     def data_received(self, data: bytes) -> None:
         try:
@@ -120,6 +138,8 @@ class GrpcHttp2Connection(asyncio.Protocol):
             self._close_transport()
             return
         for event in received:
+            if self._transport is None or self._transport.is_closing():
+                break  # ended by one of these events (a limit): the rest is not served
             if isinstance(event, events.DataReceived):
                 self._on_data(event)
             elif isinstance(event, events.RequestReceived):
@@ -131,6 +151,9 @@ class GrpcHttp2Connection(asyncio.Protocol):
             elif isinstance(event, events.WindowUpdated):
                 self._on_window(event.stream_id)
             elif isinstance(event, events.RemoteSettingsChanged):
+                if self._handshake is not None:  # the preface and SETTINGS are in
+                    self._handshake.cancel()
+                    self._handshake = None
                 self._on_window(0)  # a new initial window resizes every stream's
             elif isinstance(event, events.ConnectionTerminated):
                 # The client's GOAWAY. HTTP/2 would let its open calls still be answered, but
@@ -140,6 +163,8 @@ class GrpcHttp2Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._transport = None
+        if self._handshake is not None:
+            self._handshake.cancel()
         for call in list(self._calls.values()):
             call.abandon()
         self._calls.clear()
@@ -147,10 +172,19 @@ class GrpcHttp2Connection(asyncio.Protocol):
         self._update_idle()
 
     def pause_writing(self) -> None:
+        """The socket takes no more: nothing more is read from this client until it does.
+
+        Without this a client that sends PINGs or SETTINGS and never reads would have their
+        acknowledgements (and any answers) pile up in the transport without bound; reading on
+        would also start calls whose answers have nowhere to go."""
         self._paused = True
+        if self._transport is not None and not self._transport.is_closing():
+            self._transport.pause_reading()
 
     def resume_writing(self) -> None:
         self._paused = False
+        if self._transport is not None and not self._transport.is_closing():
+            self._transport.resume_reading()
         for call in self._calls.values():
             call.wake_writer()
 
@@ -257,7 +291,25 @@ class GrpcHttp2Connection(asyncio.Protocol):
         call = self._calls.pop(sid, None)
         if call is not None:
             call.abandon()
+            if not self._take_reset_token():
+                logger.warning("gRPC connection from %s ended: it reset running calls faster "
+                               "than %d at once and %g a second", self.peer, RESET_BURST,
+                               RESET_RATE_PER_S)  # fmt: skip
+                self._end_now(ErrorCodes.ENHANCE_YOUR_CALM)
+                return
         self._update_idle()
+
+    def _take_reset_token(self) -> bool:
+        now = self._loop.time()
+        self._reset_tokens = min(
+            float(RESET_BURST),
+            self._reset_tokens + (now - self._reset_counted_at) * RESET_RATE_PER_S,
+        )
+        self._reset_counted_at = now
+        if self._reset_tokens < 1.0:
+            return False
+        self._reset_tokens -= 1.0
+        return True
 
     def _on_window(self, sid: int) -> None:
         if sid:

@@ -124,14 +124,7 @@ class RawGrpc:
     def wait(self, sid: int, timeout_s: float = 10.0) -> Answer:
         answer = Answer()
         deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            self.sock.settimeout(max(0.01, deadline - time.monotonic()))
-            try:
-                data = self.sock.recv(65536)
-            except TimeoutError:
-                break
-            except ConnectionResetError:  # closed with our data unread: the kernel resets
-                data = b""
+        while (data := self._receive(deadline)) is not None:
             if not data:
                 answer.closed = True
                 return answer
@@ -157,3 +150,28 @@ class RawGrpc:
                 answer.closed = True
                 return answer
         raise TimeoutError(f"stream {sid} did not end within {timeout_s} s")
+
+    def wait_for_goaway(self, timeout_s: float = 10.0) -> int | None:
+        """Read until the server ends the connection: its GOAWAY's error code (None: it closed
+        without one). TimeoutError if the connection is still open after ``timeout_s``."""
+        code = None
+        deadline = time.monotonic() + timeout_s
+        while (data := self._receive(deadline)) is not None:
+            if not data:
+                return code
+            for event in self.h2.receive_data(data):
+                if isinstance(event, events.ConnectionTerminated):
+                    code = event.error_code
+        raise TimeoutError(f"the connection was still open after {timeout_s} s")
+
+    def _receive(self, deadline: float) -> bytes | None:
+        """What the server sent next: ``b""`` once it closed, None if nothing came in time."""
+        if time.monotonic() >= deadline:
+            return None
+        self.sock.settimeout(max(0.01, deadline - time.monotonic()))
+        try:
+            return self.sock.recv(65536)
+        except TimeoutError:
+            return None
+        except ConnectionResetError:  # closed with our data unread: the kernel resets
+            return b""

@@ -5,6 +5,7 @@ and a bare HTTP/2 client for what grpc's clients never send. The inference RPCs 
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import socket
 import threading
@@ -18,10 +19,12 @@ import httpx
 import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
+from h2.errors import ErrorCodes
 from tritonclient.grpc import service_pb2
 
 from repository import demo_models as dm
 from serving.main import ServingProcess
+from serving.protocol.grpc import http2_connection
 from serving.protocol.grpc import http2_wire as wire
 from tests.serving.harness import folder_settings
 from tests.serving.protocol.conftest import MAX_REQUEST_BYTES
@@ -244,6 +247,76 @@ def test_a_stream_reset_by_the_client_leaves_the_connection_serving(
         assert answer.grpc_status == 0
         response = service_pb2.ModelInferResponse.FromString(answer.messages()[0])
         assert np.frombuffer(response.raw_output_contents[0], np.float32).tolist() == [0, 1, 2, 3]
+
+
+def test_a_connection_that_never_sends_the_preface_is_closed(
+    server: ServingProcess, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(http2_connection, "HANDSHAKE_TIMEOUT_S", 0.5)
+    with socket.create_connection(("127.0.0.1", _port(server)), timeout=10) as silent:
+        silent.sendall(b"PRI * HTTP/2.0\r\n")  # part of the preface, then nothing
+        with RawGrpc("127.0.0.1", _port(server)) as raw:  # a real client, past the timeout
+            time.sleep(1.0)
+            assert raw.call(LIVE, [grpc_message(b"")]).grpc_status == 0
+        received = b""
+        with contextlib.suppress(ConnectionResetError):
+            while chunk := silent.recv(65536):  # the server's SETTINGS, then its close
+                received += chunk
+        assert received.startswith(b"\x00")  # a frame (the server's SETTINGS), then the end
+
+
+def test_a_client_that_resets_calls_without_end_is_cut_off(
+    server: ServingProcess, caplog: pytest.LogCaptureFixture
+) -> None:
+    # HTTP/2 "rapid reset": every call opened and reset at once, never more than one open, so
+    # the stream limit never applies. Past the reset allowance (1,000 at once) the connection
+    # ends ENHANCE_YOUR_CALM; a client that resets a few calls is served on.
+    with RawGrpc("127.0.0.1", _port(server)) as raw:
+        for _ in range(20):
+            raw.reset(raw.open(INFER))
+        assert raw.call(LIVE, [grpc_message(b"")]).grpc_status == 0
+    with RawGrpc("127.0.0.1", _port(server)) as raw:
+        try:
+            for _ in range(12):
+                for _ in range(100):
+                    sid = raw.h2.get_next_available_stream_id()
+                    raw.h2.send_headers(sid, [(b":method", b"POST"), (b":scheme", b"http"),
+                                              (b":path", INFER.encode()),
+                                              (b":authority", b"localhost"),
+                                              (b"content-type", b"application/grpc")])  # fmt: skip
+                    raw.h2.reset_stream(sid, ErrorCodes.CANCEL)
+                raw.sock.sendall(raw.h2.data_to_send())
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # ended while we sent: the GOAWAY may still be read
+        assert raw.wait_for_goaway() in (ErrorCodes.ENHANCE_YOUR_CALM, None)
+    assert any("reset running calls faster" in record.getMessage() for record in caplog.records)
+    with grpcclient.InferenceServerClient(server.grpc_url) as client:
+        assert client.is_server_live()
+
+
+def test_a_client_that_pings_without_reading_is_read_no_more(server: ServingProcess) -> None:
+    # Each PING is answered; a client that floods PINGs and reads nothing would have the answers
+    # pile up in the server without bound. Once the socket takes no more the server stops reading
+    # that client, so its own sends stall after the kernel's buffers (a few MiB) fill up.
+    ping = b"\x00\x00\x08\x06\x00\x00\x00\x00\x00" + b"12345678"
+    flood = ping * 4_000
+    stalled, sent = False, 0
+    with socket.create_connection(("127.0.0.1", _port(server)), timeout=10) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+        sock.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00")
+        sock.settimeout(2)
+        began = time.monotonic()
+        while sent < 64 << 20 and time.monotonic() - began < 60:
+            try:
+                sock.sendall(flood)
+            except TimeoutError:
+                stalled = True
+                break
+            sent += len(flood)
+        assert stalled, f"the server read {sent >> 20} MiB of PINGs whose answers nobody read"
+        with grpcclient.InferenceServerClient(server.grpc_url) as client:  # others are served
+            assert client.is_server_live()
 
 
 # --- deadlines and the graceful stop, with a model that takes its time ---------------------------
