@@ -169,8 +169,13 @@ async def _answer_stream(
     if handler.stream_unary is not None:
         await sink.message(serialize(result))
     else:
-        async for answer in result:
-            await sink.message(serialize(answer))
+        try:
+            async for answer in result:
+                await sink.message(serialize(answer))
+        finally:  # a call ended mid-stream closes its servicer now, not when it is collected
+            close = getattr(result, "aclose", None)
+            if close is not None:
+                await close()
     code = context.code or grpc.StatusCode.OK
     sink.status(code.value[0], context.details, context.trailing)
 
