@@ -6,22 +6,20 @@ All state is touched on the event loop only (both transports run there), so no l
 from __future__ import annotations
 
 import math
-import time
 
 from serving.access.table import TokenGrant
+from serving.core.token_bucket import TokenBucket
 
 
 class QuotaState:
     """The live counters of one token; limits follow the token table, counters survive swaps."""
 
-    __slots__ = ("available", "burst", "in_flight", "max_concurrency", "rate_rps", "stamp")
+    __slots__ = ("bucket", "in_flight", "max_concurrency", "rate_rps")
 
     def __init__(self, grant: TokenGrant) -> None:
         self.in_flight = 0
         self.rate_rps: float | None = None
-        self.burst = 1.0
-        self.available = 1.0
-        self.stamp = time.monotonic()
+        self.bucket: TokenBucket | None = None
         self.max_concurrency: int | None = None
         self.update(grant)
 
@@ -29,21 +27,15 @@ class QuotaState:
         if grant.rate_limit_rps != self.rate_rps:
             self.rate_rps = grant.rate_limit_rps
             # A second's worth of requests may come at once (at least one).
-            self.burst = max(1.0, grant.rate_limit_rps or 1.0)
-            self.available = self.burst
+            self.bucket = None if self.rate_rps is None else TokenBucket(
+                self.rate_rps, burst=max(1.0, self.rate_rps))  # fmt: skip
         self.max_concurrency = grant.max_concurrency
 
     def take_rate(self) -> int:
         """0 when a request may go now, else whole seconds until it may (at least 1)."""
-        if self.rate_rps is None:
+        if self.bucket is None or self.bucket.take():
             return 0
-        now = time.monotonic()
-        self.available = min(self.burst, self.available + (now - self.stamp) * self.rate_rps)
-        self.stamp = now
-        if self.available >= 1.0:
-            self.available -= 1.0
-            return 0
-        return max(1, math.ceil((1.0 - self.available) / self.rate_rps))
+        return max(1, math.ceil(self.bucket.wait_s()))
 
     def enter(self) -> bool:
         if self.max_concurrency is not None and self.in_flight >= self.max_concurrency:

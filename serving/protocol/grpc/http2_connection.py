@@ -31,6 +31,7 @@ from h2.exceptions import H2Error, ProtocolError
 from h2.settings import SettingCodes, Settings
 from hyperframe.frame import GoAwayFrame
 
+from serving.core.token_bucket import TokenBucket
 from serving.protocol.grpc import http2_wire as wire
 from serving.protocol.grpc.calls import DECODE_FAILED, INTERNAL, Dispatcher, run_call
 from serving.protocol.grpc.context import CallContext
@@ -100,7 +101,7 @@ class GrpcHttp2Connection(asyncio.Protocol):
         self._refuse_after: int | None = None  # the last stream served once GOAWAY went out
         self._idle = asyncio.Event()
         self._idle.set()
-        self._reset_tokens, self._reset_counted_at = float(RESET_BURST), self._loop.time()
+        self._resets = TokenBucket(RESET_RATE_PER_S, burst=RESET_BURST)
         self._handshake: asyncio.TimerHandle | None = None  # pending until the client's SETTINGS
         self.peer = ""
 
@@ -291,25 +292,13 @@ class GrpcHttp2Connection(asyncio.Protocol):
         call = self._calls.pop(sid, None)
         if call is not None:
             call.abandon()
-            if not self._take_reset_token():
+            if not self._resets.take():
                 logger.warning("gRPC connection from %s ended: it reset running calls faster "
                                "than %d at once and %g a second", self.peer, RESET_BURST,
                                RESET_RATE_PER_S)  # fmt: skip
                 self._end_now(ErrorCodes.ENHANCE_YOUR_CALM)
                 return
         self._update_idle()
-
-    def _take_reset_token(self) -> bool:
-        now = self._loop.time()
-        self._reset_tokens = min(
-            float(RESET_BURST),
-            self._reset_tokens + (now - self._reset_counted_at) * RESET_RATE_PER_S,
-        )
-        self._reset_counted_at = now
-        if self._reset_tokens < 1.0:
-            return False
-        self._reset_tokens -= 1.0
-        return True
 
     def _on_window(self, sid: int) -> None:
         if sid:
