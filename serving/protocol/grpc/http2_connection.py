@@ -1,5 +1,8 @@
-"""One HTTP/2 connection of the gRPC listener: the ``h2`` library's protocol state machine on an
+"""One HTTP/2 connection of the gRPC listener: the ``jh2`` library's protocol state machine on an
 asyncio transport, each stream a gRPC call run through ``calls.run_call``.
+
+``jh2`` is ``h2``'s maintained fork, the same API with its HPACK compiled: a call's HTTP/2 work
+costs about a third less CPU than on ``h2`` (docs/benchmarks.md, the cost run of 2026-12-04).
 
 Why not grpc.aio here: grpc.aio hands each call over from grpcio's completion-queue thread, one
 accepted call per loop turn, so under load requests wait inside grpcio and the batcher finds one
@@ -23,13 +26,13 @@ import logging
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
-from h2 import events
-from h2.config import H2Configuration
-from h2.connection import H2Connection
-from h2.errors import ErrorCodes
-from h2.exceptions import H2Error, ProtocolError
-from h2.settings import SettingCodes, Settings
-from hyperframe.frame import GoAwayFrame
+import jh2.events as events
+from jh2.config import H2Configuration
+from jh2.connection import H2Connection
+from jh2.errors import ErrorCodes
+from jh2.exceptions import H2Error, ProtocolError
+from jh2.hyperframe.frame import GoAwayFrame
+from jh2.settings import SettingCodes, Settings
 
 from serving.core.token_bucket import TokenBucket
 from serving.protocol.grpc import http2_wire as wire
@@ -61,10 +64,10 @@ RESET_BURST, RESET_RATE_PER_S = 1000, 33.0
 HANDSHAKE_TIMEOUT_S = 120.0
 
 CANCELLED, DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED = 1, 4, 8
-# h2's per-header checks of request headers cost about a tenth of a call's CPU (profiled). They
-# guard servers that forward headers into HTTP/1.1, where a bad character can split a request;
-# this listener forwards nothing: a header is metadata (a str or bytes value a servicer reads) or
-# ignored, and HTTP/2's framing itself is still checked in full.
+# The library's per-header checks of request headers cost about a tenth of a call's CPU (profiled
+# on h2, whose checks jh2 keeps). They guard servers that forward headers into HTTP/1.1, where a
+# bad character can split a request; this listener forwards nothing: a header is metadata (a str
+# or bytes value a servicer reads) or ignored, and HTTP/2's framing itself is still checked.
 PROTOCOL_CONFIG = H2Configuration(
     client_side=False,
     header_encoding=None,  # names and values stay bytes: no decode of headers nobody reads
@@ -116,8 +119,8 @@ class GrpcHttp2Connection(asyncio.Protocol):
             SettingCodes.INITIAL_WINDOW_SIZE: INITIAL_WINDOW,
             SettingCodes.MAX_HEADER_LIST_SIZE: MAX_HEADER_LIST_BYTES,
         })  # fmt: skip
-        # h2 applies the header limit only once the client acknowledges the settings; a client
-        # that sends its first call at once would get h2's 64 KiB until then.
+        # jh2 applies the header limit only once the client acknowledges the settings; a client
+        # that sends its first call at once would get the library's 64 KiB until then.
         h2.decoder.max_header_list_size = MAX_HEADER_LIST_BYTES
         h2.initiate_connection()
         h2.increment_flow_control_window(CONNECTION_WINDOW - h2.inbound_flow_control_window)
@@ -133,7 +136,7 @@ class GrpcHttp2Connection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         try:
             received = self._h2.receive_data(data)
-        except ProtocolError as exc:  # h2 has queued its GOAWAY: send it and end
+        except ProtocolError as exc:  # jh2 has queued its GOAWAY: send it and end
             logger.debug("gRPC connection from %s broke HTTP/2: %s", self.peer, exc)
             self._flush()
             self._close_transport()
@@ -158,7 +161,7 @@ class GrpcHttp2Connection(asyncio.Protocol):
                 self._on_window(0)  # a new initial window resizes every stream's
             elif isinstance(event, events.ConnectionTerminated):
                 # The client's GOAWAY. HTTP/2 would let its open calls still be answered, but
-                # h2 sends nothing more on a connection past one: they end here, cancelled.
+                # jh2 sends nothing more on a connection past one: they end here, cancelled.
                 self._close_transport()
         self._flush()
 
@@ -195,7 +198,7 @@ class GrpcHttp2Connection(asyncio.Protocol):
         """GOAWAY: the streams already open are served, later ones refused (REFUSED_STREAM, which
         a client retries elsewhere); the connection closes once its calls end.
 
-        The GOAWAY is written as a frame of its own: h2's ``close_connection`` would also stop
+        The GOAWAY is written as a frame of its own: jh2's ``close_connection`` would also stop
         the open streams' own frames."""
         if self._refuse_after is not None or self._transport is None:
             return
@@ -338,7 +341,7 @@ class GrpcHttp2Connection(asyncio.Protocol):
             self._transport.write(data)
 
     def _ack(self, sid: int, length: int) -> None:
-        if length:  # h2 gives a closed stream's bytes back to the connection's window itself
+        if length:  # jh2 gives a closed stream's bytes back to the connection's window itself
             with contextlib.suppress(H2Error):
                 self._h2.acknowledge_received_data(length, sid)
 

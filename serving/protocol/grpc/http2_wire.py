@@ -1,7 +1,7 @@
 """gRPC's own layer over HTTP/2 (grpc's PROTOCOL-HTTP2): what the request headers mean, how a
 message is framed and compressed, and how the status travels in the trailers.
 
-HTTP/2 itself (frames, HPACK, flow control, stream states) is the ``h2`` library's; this module
+HTTP/2 itself (frames, HPACK, flow control, stream states) is the ``jh2`` library's; this module
 is the part of gRPC that rides on it, kept free of I/O so each rule can be tested on its own.
 """
 

@@ -37,6 +37,17 @@ LIVE = "/inference.GRPCInferenceService/ServerLive"
 INFER = "/inference.GRPCInferenceService/ModelInfer"
 
 
+def test_the_listener_codes_headers_with_the_compiled_hpack() -> None:
+    """jh2 falls back to its pure-Python HPACK where its compiled module does not import (a
+    platform without the wheel): that would quietly give back the third of a call's HTTP/2 CPU
+    that jh2 was chosen for (docs/benchmarks.md)."""
+    from jh2 import _hazmat
+
+    connection = http2_connection.H2Connection(config=http2_connection.PROTOCOL_CONFIG)
+    assert isinstance(connection.decoder, _hazmat.Decoder)
+    assert isinstance(connection.encoder, _hazmat.Encoder)
+
+
 def _port(server: ServingProcess) -> int:
     return int(server.grpc_url.rsplit(":", 1)[1])
 
