@@ -8,6 +8,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from serving import worker_count
 from serving.settings import (
     CONTROL_MODES,
     GRPC_TRANSPORTS,
@@ -35,18 +36,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="address to bind (default 0.0.0.0; 127.0.0.1 in registry mode, auth off)")  # fmt: skip
     add("--http-port", type=int, help="HTTP port (default 8000; 0 = any free port, -1 = off)")
     add("--grpc-port", type=int, help="gRPC port (default 8001; 0 = any free port, -1 = off)")
-    add("--workers", type=int,
-        help="front-end processes per protocol: sets --grpc-workers and --http-workers where "
-             "they are not given (default 0: both protocols in this process)")  # fmt: skip
-    add("--grpc-workers", type=int,
+    add("--workers", type=worker_count.parse,
+        help="front-end processes per protocol, or auto: sets --grpc-workers and "
+             "--http-workers where they are not given (default auto: from the usable cores, "
+             "0 below 4)")  # fmt: skip
+    add("--grpc-workers", type=worker_count.parse,
         help="gRPC front-end processes sharing the gRPC port (SO_REUSEPORT) that relay calls to "
-             "this one (default 0: gRPC in this process)")  # fmt: skip
+             "this one (0: gRPC in this process; default auto)")  # fmt: skip
     add("--grpc-transport", choices=GRPC_TRANSPORTS,
         help="the in-process gRPC listener: h2 (default: HTTP/2 on this process's loop) or "
              "grpcio (grpc.aio, as before h2 was added)")  # fmt: skip
-    add("--http-workers", type=int,
+    add("--http-workers", type=worker_count.parse,
         help="HTTP front-end processes sharing the HTTP port (SO_REUSEPORT) that relay requests "
-             "to this one (default 0: HTTP in this process)")  # fmt: skip
+             "to this one (0: HTTP in this process; default auto)")  # fmt: skip
     add("--metrics-port", type=int, help="metrics port (default 8002; 0 = any, -1 = off)")
     add("--strict-readiness", type=parse_bool, nargs="?", const=True,
         help="ready only when every model version is READY (default true)")  # fmt: skip

@@ -26,6 +26,7 @@ import grpc
 import uvicorn
 import uvloop
 
+from serving import worker_count
 from serving.access.guard import AccessGuard
 from serving.core.server import InferenceServer
 from serving.errors import UnavailableError
@@ -118,6 +119,11 @@ async def run_server(
         await source.stop()
         await server.shutdown()
         raise StartupError("failed to load all models: " + "; ".join(errors))
+    settings, chosen = worker_count.resolve(
+        settings, (i for lv in server.loaded_versions() for i in lv.instances)
+    )
+    if chosen:
+        logger.info("%s", chosen)
     ports = BoundPorts()
     metrics_server = None
     http_server: uvicorn.Server | FrontendPool | None = None

@@ -12,10 +12,11 @@ from __future__ import annotations
 import dataclasses
 import ipaddress
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from repository.config.cpu_quota import usable_cpu_count
+from serving import worker_count
 
 CONTROL_MODES = ("none", "poll", "explicit")
 # h2: the loop's own HTTP/2 listener (http2_server); grpcio: grpc.aio's, as before it.
@@ -43,9 +44,12 @@ class ServingSettings:
     host: str = ""
     http_port: int = 8000
     grpc_port: int = 8001
-    grpc_workers: int = 0  # gRPC front-end processes relaying to this one; 0: gRPC in-process
+    # Front-end processes relaying to this one per protocol; 0: the protocol is served in-process.
+    # ``worker_count.AUTO`` (the ``serve`` command's default, from ``settings_from_env``) is
+    # resolved from the cores once the start-up models have loaded (``worker_count.resolve``).
+    grpc_workers: int = 0
     grpc_transport: str = "h2"  # the in-process gRPC listener: one of GRPC_TRANSPORTS
-    http_workers: int = 0  # HTTP front-end processes relaying to this one; 0: HTTP in-process
+    http_workers: int = 0
     metrics_port: int = 8002
     strict_readiness: bool = True
     exit_on_error: bool = True
@@ -145,6 +149,8 @@ class ServingSettings:
         return problems
 
     def _grpc_worker_problems(self) -> list[str]:
+        if self.grpc_workers == worker_count.AUTO:
+            return []  # resolved to what TLS and the message limit allow (worker_count.resolve)
         if self.grpc_workers < 0:
             return ["--grpc-workers: must not be negative"]
         if self.grpc_workers and self.grpc_tls:
@@ -158,6 +164,8 @@ class ServingSettings:
         return []
 
     def _http_worker_problems(self) -> list[str]:
+        if self.http_workers == worker_count.AUTO:
+            return []
         if self.http_workers < 0:
             return ["--http-workers: must not be negative"]
         if self.http_workers and (self.http_ssl_cert or self.http_ssl_key):
@@ -296,7 +304,7 @@ def parse_bool(value: str | bool) -> bool:
     raise ValueError(f"expected a boolean, got '{value}'")
 
 
-_ENV_FIELDS: dict[str, tuple[str, type]] = {
+_ENV_FIELDS: dict[str, tuple[str, Callable[[str], object]]] = {
     "SERVING_MODEL_REPOSITORY": ("model_repository", str),
     "SERVING_MODEL_CONTROL_MODE": ("model_control_mode", str),
     "SERVING_REPOSITORY_POLL_SECS": ("repository_poll_s", float),
@@ -305,9 +313,9 @@ _ENV_FIELDS: dict[str, tuple[str, type]] = {
     "SERVING_HOST": ("host", str),
     "SERVING_HTTP_PORT": ("http_port", int),
     "SERVING_GRPC_PORT": ("grpc_port", int),
-    "SERVING_GRPC_WORKERS": ("grpc_workers", int),
+    "SERVING_GRPC_WORKERS": ("grpc_workers", worker_count.parse),
     "SERVING_GRPC_TRANSPORT": ("grpc_transport", str),
-    "SERVING_HTTP_WORKERS": ("http_workers", int),
+    "SERVING_HTTP_WORKERS": ("http_workers", worker_count.parse),
     "SERVING_METRICS_PORT": ("metrics_port", int),
     "SERVING_STRICT_READINESS": ("strict_readiness", bool),
     "SERVING_EXIT_ON_ERROR": ("exit_on_error", bool),
@@ -361,9 +369,10 @@ def settings_from_env(env: Mapping[str, str] | None = None, **overrides: object)
     ):
         if env.get(variable):  # several groups separated by ';' (a group holds ',' and ':')
             values[field] = tuple(g for g in env[variable].split(";") if g)
-    if env.get("SERVING_WORKERS"):  # both protocols' front-ends, where not set one by one
-        for field in ("grpc_workers", "http_workers"):
-            values.setdefault(field, int(env["SERVING_WORKERS"]))
+    # Both protocols' front-ends, where not set one by one; unset, ``auto`` (worker_count).
+    both = worker_count.parse(env["SERVING_WORKERS"]) if env.get("SERVING_WORKERS") else None
+    for field in ("grpc_workers", "http_workers"):
+        values.setdefault(field, worker_count.AUTO if both is None else both)
     if env.get("REDIS_URL"):
         values["redis_url"] = env["REDIS_URL"]
     if env.get("PORTICO_INFERENCE_AUTH"):

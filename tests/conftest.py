@@ -18,6 +18,10 @@ import pytest
 # NOTE: before anything starts grpc: the test process forks servers while grpc clients are
 # active, and grpc's fork handlers abort such a child before its exec (see serving/__init__.py).
 os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
+# Servers the tests start serve both protocols in-process unless a test asks for front-ends:
+# ``serve``'s default, --workers auto, would start some on a developer's many-core machine and
+# none on CI's 2 cores. tests/serving/test_worker_count.py tests auto itself.
+os.environ.setdefault("SERVING_WORKERS", "0")
 
 from tests.s3_server import S3Server, start_s3_server  # noqa: E402
 

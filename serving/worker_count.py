@@ -1,0 +1,88 @@
+"""``--workers auto``, the ``serve`` command's default: how many front-end processes per protocol
+this host's cores leave room for once the serving process and the loaded models have theirs.
+
+The serving process keeps one core for its loop (scheduling, and the relay's frames). The models'
+CPU instances claim the intra-op threads they were placed with, but at most half the host: by
+default an ONNX Runtime or PyTorch instance is given every core (cores ÷ instances), and counting
+that in full would leave no front-end on any CPU host, while their threads are busy only while a
+batch runs. What is left is shared by the two protocols, up to ``MAX_AUTO_WORKERS`` each.
+
+Below ``MIN_CORES_FOR_FRONTENDS`` usable cores the answer is 0: on 2 cores a front-end costs a lone
+client 200-300 µs of p50 and bought no steady throughput (docs/benchmarks.md, "Scaling with
+front-end processes" and the cost runs), so everything stays in one process there. The count is
+taken once, after the start-up models have loaded; models loaded later do not change it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from serving.backends.base import ModelInstance
+    from serving.settings import ServingSettings
+
+AUTO = -1  # the settings' value for "auto"; resolved by ``resolve`` before anything listens
+MIN_CORES_FOR_FRONTENDS = 4
+MAX_AUTO_WORKERS = 8  # the many-core run's largest N; past it the one scheduler is the bound
+SERVING_LOOP_CORES = 1
+GPU_KIND = "KIND_GPU"
+
+
+def parse(text: str) -> int:
+    """A ``--workers`` value: ``auto`` or a count of 0 or more."""
+    word = text.strip().lower()
+    if word == "auto":
+        return AUTO
+    count = int(word)
+    if count < 0:
+        raise ValueError(f"expected 'auto' or a count of 0 or more, got '{text}'")
+    return count
+
+
+def model_cores(instances: Iterable[ModelInstance]) -> int:
+    """Cores the loaded CPU instances' runtimes may run on at once (GPU instances claim none)."""
+    return sum(
+        max(1, instance.placement.intra_op_threads)
+        for instance in instances
+        if instance.placement.kind != GPU_KIND
+    )
+
+
+def auto_workers(cores: int, claimed_by_models: int) -> int:
+    """Front-end processes per protocol on ``cores`` usable cores."""
+    if cores < MIN_CORES_FOR_FRONTENDS:
+        return 0
+    reserved = SERVING_LOOP_CORES + min(claimed_by_models, cores // 2)
+    return max(0, min(MAX_AUTO_WORKERS, (cores - reserved) // 2))
+
+
+def resolve(
+    settings: ServingSettings, instances: Iterable[ModelInstance]
+) -> tuple[ServingSettings, str]:
+    """``settings`` with every ``auto`` replaced by a count, and a line saying how it was chosen
+    ("" when nothing was auto). A protocol served over TLS gets 0: front-ends hold no keys."""
+    grpc_auto = settings.grpc_workers == AUTO
+    http_auto = settings.http_workers == AUTO
+    if not grpc_auto and not http_auto:
+        return settings, ""
+    cores = settings.effective_cpu_count
+    claimed = model_cores(instances)
+    count = auto_workers(cores, claimed)
+    # Past 4 GiB a relay frame's length does not fit: such a replica serves in-process.
+    fits_relay = settings.max_request_bytes < 2**32 - 2**16
+    http_tls = bool(settings.http_ssl_cert or settings.http_ssl_key)
+    grpc = count if fits_relay and not settings.grpc_tls else 0
+    http = count if fits_relay and not http_tls else 0
+    resolved = dataclasses.replace(
+        settings,
+        grpc_workers=grpc if grpc_auto else settings.grpc_workers,
+        http_workers=http if http_auto else settings.http_workers,
+    )
+    why = (
+        f"front-end processes (--workers auto): {resolved.grpc_workers} gRPC, "
+        f"{resolved.http_workers} HTTP; {cores} usable cores, {claimed} claimed by the loaded "
+        f"models' CPU instances"
+    )
+    return resolved, why
