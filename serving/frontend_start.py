@@ -43,7 +43,7 @@ async def start_grpc_frontends(
                 "--transport", settings.grpc_transport]  # fmt: skip
 
     pool = FrontendPool(
-        "gRPC", settings.grpc_workers, settings.host, settings.grpc_port,
+        "gRPC", settings.grpc_workers or 0, settings.host, settings.grpc_port,
         module="serving.protocol.grpc.frontend", arguments=arguments,
         connect=functools.partial(RelayConnection, dispatcher), grace_s=settings.exit_timeout_s,
     )  # fmt: skip
@@ -63,7 +63,7 @@ async def start_http_frontends(settings: ServingSettings, app: Any) -> FrontendP
                 "--grace-s", str(settings.exit_timeout_s)]  # fmt: skip
 
     pool = FrontendPool(
-        "HTTP", settings.http_workers, settings.host, settings.http_port,
+        "HTTP", settings.http_workers or 0, settings.host, settings.http_port,
         module="serving.protocol.http.frontend", arguments=arguments,
         connect=functools.partial(HttpRelayConnection, app), grace_s=settings.exit_timeout_s,
     )  # fmt: skip

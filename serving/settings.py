@@ -47,9 +47,9 @@ class ServingSettings:
     # Front-end processes relaying to this one per protocol; 0: the protocol is served in-process.
     # ``worker_count.AUTO`` (the ``serve`` command's default, from ``settings_from_env``) is
     # resolved from the cores once the start-up models have loaded (``worker_count.resolve``).
-    grpc_workers: int = 0
+    grpc_workers: int | None = 0
     grpc_transport: str = "h2"  # the in-process gRPC listener: one of GRPC_TRANSPORTS
-    http_workers: int = 0
+    http_workers: int | None = 0
     metrics_port: int = 8002
     strict_readiness: bool = True
     exit_on_error: bool = True
@@ -149,7 +149,7 @@ class ServingSettings:
         return problems
 
     def _grpc_worker_problems(self) -> list[str]:
-        if self.grpc_workers == worker_count.AUTO:
+        if self.grpc_workers is worker_count.AUTO:
             return []  # resolved to what TLS and the message limit allow (worker_count.resolve)
         if self.grpc_workers < 0:
             return ["--grpc-workers: must not be negative"]
@@ -164,7 +164,7 @@ class ServingSettings:
         return []
 
     def _http_worker_problems(self) -> list[str]:
-        if self.http_workers == worker_count.AUTO:
+        if self.http_workers is worker_count.AUTO:
             return []
         if self.http_workers < 0:
             return ["--http-workers: must not be negative"]
@@ -370,14 +370,17 @@ def settings_from_env(env: Mapping[str, str] | None = None, **overrides: object)
         if env.get(variable):  # several groups separated by ';' (a group holds ',' and ':')
             values[field] = tuple(g for g in env[variable].split(";") if g)
     # Both protocols' front-ends, where not set one by one; unset, ``auto`` (worker_count).
-    both = worker_count.parse(env["SERVING_WORKERS"]) if env.get("SERVING_WORKERS") else None
+    raw_both = env.get("SERVING_WORKERS")
+    both = worker_count.parse(raw_both) if raw_both else worker_count.AUTO_WORD
     for field in ("grpc_workers", "http_workers"):
-        values.setdefault(field, worker_count.AUTO if both is None else both)
+        values.setdefault(field, both)
     if env.get("REDIS_URL"):
         values["redis_url"] = env["REDIS_URL"]
     if env.get("PORTICO_INFERENCE_AUTH"):
         values["inference_auth"] = env["PORTICO_INFERENCE_AUTH"].strip().lower()
     values.update({key: value for key, value in overrides.items() if value is not None})
+    for field in ("grpc_workers", "http_workers"):
+        values[field] = worker_count.settled(values[field])
     location = values.pop("model_repository", None)
     if location is not None:
         values.update(repository_location(str(location)))

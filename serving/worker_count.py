@@ -23,22 +23,36 @@ if TYPE_CHECKING:
     from serving.backends.base import ModelInstance
     from serving.settings import ServingSettings
 
-AUTO = -1  # the settings' value for "auto"; resolved by ``resolve`` before anything listens
+# The settings' value for "auto", resolved by ``resolve`` before anything listens. None rather
+# than a number, so that a count left unresolved reads as 0 (in-process) and every negative
+# number stays an error.
+AUTO = None
+AUTO_WORD = "auto"  # how flags and variables say it
 MIN_CORES_FOR_FRONTENDS = 4
 MAX_AUTO_WORKERS = 8  # the many-core run's largest N; past it the one scheduler is the bound
 SERVING_LOOP_CORES = 1
 GPU_KIND = "KIND_GPU"
 
 
-def parse(text: str) -> int:
-    """A ``--workers`` value: ``auto`` or a count of 0 or more."""
+def parse(text: str) -> int | str:
+    """A ``--workers`` value as given: ``AUTO_WORD`` or a count of 0 or more (``settled``
+    turns the word into ``AUTO`` once flags and variables have been weighed)."""
     word = text.strip().lower()
-    if word == "auto":
-        return AUTO
+    if word == AUTO_WORD:
+        return AUTO_WORD
     count = int(word)
     if count < 0:
         raise ValueError(f"expected 'auto' or a count of 0 or more, got '{text}'")
     return count
+
+
+def settled(value: object) -> int | None:
+    """A count as the settings keep it: ``AUTO`` for the word, else the count."""
+    if value is AUTO or value == AUTO_WORD:
+        return AUTO
+    if not isinstance(value, int):
+        raise TypeError(f"a front-end count is a number or '{AUTO_WORD}', not {value!r}")
+    return value
 
 
 def model_cores(instances: Iterable[ModelInstance]) -> int:
@@ -63,8 +77,8 @@ def resolve(
 ) -> tuple[ServingSettings, str]:
     """``settings`` with every ``auto`` replaced by a count, and a line saying how it was chosen
     ("" when nothing was auto). A protocol served over TLS gets 0: front-ends hold no keys."""
-    grpc_auto = settings.grpc_workers == AUTO
-    http_auto = settings.http_workers == AUTO
+    grpc_auto = settings.grpc_workers is AUTO
+    http_auto = settings.http_workers is AUTO
     if not grpc_auto and not http_auto:
         return settings, ""
     cores = settings.effective_cpu_count

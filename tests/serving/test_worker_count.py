@@ -46,14 +46,16 @@ def test_auto_shares_the_cores_left_by_the_loop_and_the_models(
 
 
 def test_a_count_is_auto_or_a_whole_number_of_zero_or_more() -> None:
-    assert worker_count.parse("auto") == worker_count.parse(" AUTO ") == worker_count.AUTO
+    assert worker_count.parse("auto") == worker_count.parse(" AUTO ") == "auto"
     assert worker_count.parse("0") == 0 and worker_count.parse("3") == 3
     for bad in ("-1", "two", "1.5", ""):
         with pytest.raises(ValueError):
             worker_count.parse(bad)
 
 
-def test_serve_defaults_to_auto_and_a_count_or_a_variable_overrides_it() -> None:
+def test_serve_defaults_to_auto_and_a_count_or_a_variable_overrides_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     default = settings_from_env({})
     assert default.grpc_workers == default.http_workers == worker_count.AUTO
     both = settings_from_env({"SERVING_WORKERS": "2"})
@@ -68,6 +70,12 @@ def test_serve_defaults_to_auto_and_a_count_or_a_variable_overrides_it() -> None
     assert (flags.grpc_workers, flags.http_workers) == (worker_count.AUTO, 1)
     with pytest.raises(SystemExit):
         parser.parse_args(["--workers", "-2"])
+    # A flag's "auto" wins over a variable's count, and over --workers, as a flag's count would.
+    monkeypatch.setenv("SERVING_GRPC_WORKERS", "2")
+    flags = settings_from_args(
+        vars(parser.parse_args(["--grpc-workers", "auto", "--workers", "3"]))
+    )
+    assert (flags.grpc_workers, flags.http_workers) == (worker_count.AUTO, 3)
 
 
 class _Instance:
