@@ -78,10 +78,13 @@ def transport_floor(
 def _running(
     command: list[str], http_port: int, startup_timeout_s: float, cwd: Path = ROOT
 ) -> Iterator[int]:
+    # Each row measures the layout it names: in-process unless its flags ask for front-ends
+    # (flags win over the variable). serve's default, --workers auto, would start some on a
+    # many-core host and none on 2 cores, so rows would mean different things on each.
+    env = {"SERVING_WORKERS": "0", **os.environ, "PYTHONUNBUFFERED": "1"}
     process = subprocess.Popen(
-        command, cwd=cwd, env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+        command, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     try:
         _wait_ready(f"http://127.0.0.1:{http_port}/v2/health/ready", process, startup_timeout_s)
         yield process.pid
