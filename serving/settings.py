@@ -159,7 +159,7 @@ class ServingSettings:
                 "--grpc-workers: gRPC over TLS is served in-process only; terminate TLS in a "
                 "proxy in front, or use --grpc-workers 0"
             ]
-        if self.grpc_workers and self.max_request_bytes >= 2**32 - 2**16:
+        if self.grpc_workers and not self.fits_relay:
             return ["--grpc-workers: --http-max-input-size must be under 4 GiB"]
         return []
 
@@ -174,7 +174,7 @@ class ServingSettings:
                 "--http-workers: HTTPS is served in-process only; terminate TLS in a proxy in "
                 "front, or use --http-workers 0"
             ]
-        if self.http_workers and self.max_request_bytes >= 2**32 - 2**16:
+        if self.http_workers and not self.fits_relay:
             return ["--http-workers: --http-max-input-size must be under 4 GiB"]
         return []
 
@@ -234,6 +234,12 @@ class ServingSettings:
     @property
     def http_tls(self) -> bool:
         return self.http_ssl_cert is not None
+
+    @property
+    def fits_relay(self) -> bool:
+        """A request of ``max_request_bytes`` fits one front-end relay frame (a 4-byte length,
+        with room for the frame's own header)."""
+        return self.max_request_bytes < 2**32 - 2**16
 
     def _restriction_problems(self) -> list[str]:
         from serving.protocol import restricted

@@ -8,9 +8,10 @@ that in full would leave no front-end on any CPU host, while their threads are b
 batch runs. What is left is shared by the two protocols, up to ``MAX_AUTO_WORKERS`` each.
 
 Below ``MIN_CORES_FOR_FRONTENDS`` usable cores the answer is 0: on 2 cores a front-end costs a lone
-client 200-300 µs of p50 and bought no steady throughput (docs/benchmarks.md, "Scaling with
-front-end processes" and the cost runs), so everything stays in one process there. The count is
-taken once, after the start-up models have loaded; models loaded later do not change it.
+client 100-700 µs of p50, and its throughput at concurrency 32 came out from 0.92× to 1.6× the
+in-process one across runs (docs/serving.md, "Front-end processes"; docs/benchmarks.md), so
+everything stays in one process there. The count is taken once, after the start-up models have
+loaded; models loaded later do not change it.
 """
 
 from __future__ import annotations
@@ -84,11 +85,9 @@ def resolve(
     cores = settings.effective_cpu_count
     claimed = model_cores(instances)
     count = auto_workers(cores, claimed)
-    # Past 4 GiB a relay frame's length does not fit: such a replica serves in-process.
-    fits_relay = settings.max_request_bytes < 2**32 - 2**16
-    http_tls = bool(settings.http_ssl_cert or settings.http_ssl_key)
-    grpc = count if fits_relay and not settings.grpc_tls else 0
-    http = count if fits_relay and not http_tls else 0
+    # Front-ends hold no keys, and past 4 GiB a relay frame's length does not fit.
+    grpc = count if settings.fits_relay and not settings.grpc_tls else 0
+    http = count if settings.fits_relay and not settings.http_tls else 0
     resolved = dataclasses.replace(
         settings,
         grpc_workers=grpc if grpc_auto else settings.grpc_workers,
