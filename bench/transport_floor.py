@@ -8,7 +8,7 @@ the same load generator, is what Portico adds above a server built plainly on th
 
 It is a reference, not a bound: Portico's HTTP listener runs its own connection protocol on
 httptools (``serving/protocol/http/connection.py``), cheaper than uvicorn's, and its gRPC port is
-served by its own HTTP/2 listener on the ``h2`` library (``serving/protocol/grpc/http2_*``; with
+served by its own HTTP/2 listener on the ``jh2`` library (``serving/protocol/grpc/http2_*``; with
 ``--grpc-transport grpcio``, grpc.aio pre-registering only the inference RPCs), so what the floor
 spends and what Portico spends are not the same work. The floor stays stock so that such
 differences show in the tables instead of moving the floor with them.
