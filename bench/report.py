@@ -47,7 +47,9 @@ def mark(result: object) -> str:
 def write_section(name: str, body: str) -> None:
     start, end = f"<!-- bench:{name}:start -->", f"<!-- bench:{name}:end -->"
     text = BENCHMARKS_MD.read_text() if BENCHMARKS_MD.exists() else "# Benchmarks\n"
-    block = f"{start}\n{body.strip()}\n{end}"
+    # An empty part (a footnote no figure needs) leaves no run of blank lines behind.
+    body = re.sub(r"\n{3,}", "\n\n", body.strip())
+    block = f"{start}\n{body}\n{end}"
     pattern = re.compile(re.escape(start) + ".*?" + re.escape(end), re.S)
     found = pattern.search(text)
     text = pattern.sub(lambda _: block, text) if found else f"{text}\n{block}\n"
