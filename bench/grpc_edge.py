@@ -15,8 +15,6 @@ rounds too. The client is ``h2`` (pure Python, the tests' client); its work is n
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -261,8 +259,7 @@ def _write(found: dict[str, list[float]], args: argparse.Namespace) -> None:
     body = "\n".join([
         "### Server CPU per gRPC call on the HTTP/2 listener, in memory (no socket, no model)",
         "",
-        f"Measured {time.strftime('%Y-%m-%d')} on {os.cpu_count()} cores ({platform.machine()}, "
-        f"Python {platform.python_version()}); the client's work is not counted.",
+        report.machine_line("the client's work not counted"),
         "",
         report.table(["edge", "CPU µs per call (median)", "µs above jh2 alone", "each round"],
                      rows),

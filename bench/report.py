@@ -12,13 +12,12 @@ from pathlib import Path
 BENCHMARKS_MD = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
 
 
-def machine_line() -> str:
+def machine_line(note: str = "load generator on the same machine") -> str:
     import os
 
     return (
         f"Measured {time.strftime('%Y-%m-%d')} on {os.cpu_count()} cores "
-        f"({platform.machine()}, Python {platform.python_version()}), "
-        "load generator on the same machine."
+        f"({platform.machine()}, Python {platform.python_version()}), {note}."
     )
 
 

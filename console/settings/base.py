@@ -182,18 +182,21 @@ PORTICO_UPLOAD_MAX_OPEN_BYTES = env.int("PORTICO_UPLOAD_MAX_OPEN_BYTES", default
 
 REDIS_URL = env.str("REDIS_URL", default="")
 
-CELERY_BROKER_URL = REDIS_URL or "filesystem://"
-CELERY_BROKER_TRANSPORT_OPTIONS = (
-    {}
-    if REDIS_URL
-    else {
-        "data_folder_in": str(VAR_DIR / "broker" / "queue"),
-        "data_folder_out": str(VAR_DIR / "broker" / "queue"),
-        "processed_folder": str(VAR_DIR / "broker" / "processed"),
-        "control_folder": str(VAR_DIR / "broker" / "control"),
+
+def filesystem_broker_options(var_dir: Path) -> dict[str, object]:
+    """kombu's filesystem transport (the embedded default's broker), its folders under
+    ``var_dir``."""
+    return {
+        "data_folder_in": str(var_dir / "broker" / "queue"),
+        "data_folder_out": str(var_dir / "broker" / "queue"),
+        "processed_folder": str(var_dir / "broker" / "processed"),
+        "control_folder": str(var_dir / "broker" / "control"),
         "store_processed": False,
     }
-)
+
+
+CELERY_BROKER_URL = REDIS_URL or "filesystem://"
+CELERY_BROKER_TRANSPORT_OPTIONS = {} if REDIS_URL else filesystem_broker_options(VAR_DIR)
 CELERY_RESULT_BACKEND = None
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True

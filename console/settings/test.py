@@ -16,13 +16,7 @@ if not REDIS_URL:  # noqa: F405
     # The filesystem broker's folders move with VAR_DIR too. Left under the checkout's var/, the
     # tasks that tests enqueue with no worker to take them would wait there, and the next
     # `make run` worker would take them.
-    CELERY_BROKER_TRANSPORT_OPTIONS = {  # noqa: F405
-        **CELERY_BROKER_TRANSPORT_OPTIONS,  # noqa: F405
-        "data_folder_in": str(VAR_DIR / "broker" / "queue"),
-        "data_folder_out": str(VAR_DIR / "broker" / "queue"),
-        "processed_folder": str(VAR_DIR / "broker" / "processed"),
-        "control_folder": str(VAR_DIR / "broker" / "control"),
-    }
+    CELERY_BROKER_TRANSPORT_OPTIONS = filesystem_broker_options(VAR_DIR)  # noqa: F405
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":  # noqa: F405
     # NOTE: a file, not Django's in-memory test database: the console, worker and serving
     # subprocesses that tests start must see the rows the test wrote. pytest-django gives each
