@@ -44,8 +44,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="gRPC front-end processes sharing the gRPC port (SO_REUSEPORT) that relay calls to "
              "this one (0: gRPC in this process; default auto)")  # fmt: skip
     add("--grpc-transport", choices=GRPC_TRANSPORTS,
-        help="the in-process gRPC listener: h2 (default: HTTP/2 on this process's loop) or "
-             "grpcio (grpc.aio, as before h2 was added)")  # fmt: skip
+        help="the gRPC listener: h2 (default: HTTP/2 on this process's loop), h2corn "
+             "(HTTP/2 in native code, calls on the loop; less CPU per call) or grpcio "
+             "(grpc.aio)")  # fmt: skip
     add("--http-workers", type=worker_count.parse,
         help="HTTP front-end processes sharing the HTTP port (SO_REUSEPORT) that relay requests "
              "to this one (0: HTTP in this process; default auto)")  # fmt: skip

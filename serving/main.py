@@ -31,6 +31,7 @@ from serving.access.guard import AccessGuard
 from serving.core.server import InferenceServer
 from serving.errors import UnavailableError
 from serving.protocol.admission import InFlightLimit
+from serving.protocol.grpc.asgi_server import H2cornGrpcServer, TlsFiles
 from serving.protocol.grpc.http2_server import Http2GrpcServer
 from serving.protocol.grpc.service import (
     create_grpc_server,
@@ -127,7 +128,7 @@ async def run_server(
     ports = BoundPorts()
     metrics_server = None
     http_server: uvicorn.Server | FrontendPool | None = None
-    grpc_server: grpc.aio.Server | Http2GrpcServer | FrontendPool | None = None
+    grpc_server: grpc.aio.Server | Http2GrpcServer | H2cornGrpcServer | FrontendPool | None = None
     http_task = metrics_task = None
     in_flight = InFlightLimit(settings.max_in_flight_requests)
     server.opening = True
@@ -288,7 +289,7 @@ async def _start_grpc(
     ports: BoundPorts,
     in_flight: InFlightLimit,
     guard: AccessGuard | None,
-) -> grpc.aio.Server | Http2GrpcServer | None:
+) -> grpc.aio.Server | Http2GrpcServer | H2cornGrpcServer | None:
     if settings.grpc_port == PORT_DISABLED:
         return None
     guarded = None
@@ -306,6 +307,16 @@ async def _start_grpc(
         )
         ports.grpc = await listener.start(settings.host, settings.grpc_port)
         return listener
+    if settings.grpc_transport == "h2corn":
+        native = H2cornGrpcServer(
+            lambda target: register_services(target, server, guarded, limit),
+            interceptors=edge_interceptors(server),
+            max_message_bytes=settings.max_request_bytes,
+            grace_s=settings.exit_timeout_s,
+            tls=TlsFiles.from_settings(settings),
+        )
+        ports.grpc = await native.start(settings.host, settings.grpc_port)
+        return native
     grpc_server = create_grpc_server(
         server, max_message_bytes=settings.max_request_bytes, in_flight=limit, guard=guarded
     )
@@ -364,7 +375,7 @@ async def _stop_transports(
     settings: ServingSettings,
     http_server: uvicorn.Server | FrontendPool | None,
     http_task: asyncio.Task[None] | None,
-    grpc_server: grpc.aio.Server | Http2GrpcServer | FrontendPool | None,
+    grpc_server: grpc.aio.Server | Http2GrpcServer | H2cornGrpcServer | FrontendPool | None,
 ) -> None:
     if isinstance(http_server, uvicorn.Server) or http_server is None:
         stop_http = _stop_uvicorn(http_server, http_task, timeout_s=settings.exit_timeout_s)

@@ -19,8 +19,9 @@ from repository.config.cpu_quota import usable_cpu_count
 from serving import worker_count
 
 CONTROL_MODES = ("none", "poll", "explicit")
-# h2: the loop's own HTTP/2 listener (http2_server); grpcio: grpc.aio's, as before it.
-GRPC_TRANSPORTS = ("h2", "grpcio")
+# h2: the loop's own HTTP/2 listener (http2_server); grpcio: grpc.aio's, as before it; h2corn:
+# HTTP/2 in native code, calls served on the loop through ASGI (asgi_server).
+GRPC_TRANSPORTS = ("h2", "grpcio", "h2corn")
 INFERENCE_AUTH_MODES = ("required", "off")
 LOOPBACK = "127.0.0.1"
 ANY_ADDRESS = "0.0.0.0"

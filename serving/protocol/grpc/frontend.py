@@ -1,14 +1,14 @@
 """A gRPC front-end process: the shared gRPC port's calls, relayed as raw bytes to the server.
 
 ``python -m serving.protocol.grpc.frontend --fd N --address HOST:PORT --max-message-bytes B
-[--transport h2|grpcio]``. It binds with ``SO_REUSEPORT`` beside its siblings and listens with
-the serving process's own gRPC transport (the HTTP/2 listener of ``http2_server``, or
-grpc.aio), serves every method with a generic handler that never decodes a message, and
-relays each call over the Unix socket ``N`` (framing: ``relay_wire``) to the serving process,
-which runs the servicer, the edge checks and the access check and answers with the status and
-the response bytes. It holds no token, key or model; it
-stops accepting on SIGTERM, lets its calls finish (``--grace-s``) and exits, and exits at once
-when the serving process's end of the socket closes.
+[--transport h2|grpcio|h2corn]``. It binds with ``SO_REUSEPORT`` beside its siblings and listens
+with the serving process's own gRPC transport (the HTTP/2 listener of ``http2_server``, h2corn's
+of ``asgi_server``, or grpc.aio), serves every method with a generic handler that never decodes
+a message, and relays each call over the Unix socket ``N`` (framing: ``relay_wire``) to the
+serving process, which runs the servicer, the edge checks and the access check and answers with
+the status and the response bytes. It holds no token, key or model; it stops accepting on SIGTERM,
+lets its calls finish (``--grace-s``) and exits, and exits at once when the serving process's end of
+the socket closes.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ import grpc
 import uvloop
 
 from serving.protocol.grpc import relay_wire as wire
+from serving.protocol.grpc.asgi_server import H2cornGrpcServer
 from serving.protocol.grpc.http2_server import Http2GrpcServer
 
 logger = logging.getLogger("serving.grpc.frontend")
@@ -220,11 +221,14 @@ async def serve(
     await loop.create_unix_connection(lambda: relay, sock=sock)
     handlers = (RelayHandler(relay),)
     listener: Any
-    if transport == "h2":
-        listener = Http2GrpcServer(
-            lambda target: target.add_generic_rpc_handlers(handlers),
-            max_message_bytes=max_message_bytes,
-        )
+    if transport != "grpcio":
+        register = lambda target: target.add_generic_rpc_handlers(handlers)  # noqa: E731
+        if transport == "h2corn":
+            listener = H2cornGrpcServer(
+                register, max_message_bytes=max_message_bytes, grace_s=grace_s
+            )
+        else:
+            listener = Http2GrpcServer(register, max_message_bytes=max_message_bytes)
         host, port = address.rsplit(":", 1)
         try:
             await listener.start(host.strip("[]"), int(port), reuse_port=True)
@@ -248,7 +252,7 @@ async def serve(
     waits = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(lost.wait())]
     await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
     grace = 0 if lost.is_set() else grace_s
-    if transport == "h2":
+    if transport != "grpcio":
         await listener.stop(grace)
     else:
         await listener.stop(grace=grace)
@@ -260,7 +264,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--address", required=True, help="HOST:PORT to listen on (SO_REUSEPORT)")
     parser.add_argument("--max-message-bytes", type=int, required=True)
     parser.add_argument("--grace-s", type=float, default=30.0)
-    parser.add_argument("--transport", choices=("h2", "grpcio"), default="h2")
+    parser.add_argument("--transport", choices=("h2", "grpcio", "h2corn"), default="h2")
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"

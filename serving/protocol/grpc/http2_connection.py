@@ -222,37 +222,20 @@ class GrpcHttp2Connection(asyncio.Protocol):
         if self._refuse_after is not None and sid > self._refuse_after:
             self._reset(sid, ErrorCodes.REFUSED_STREAM)
             return
-        verb = path = content_type = timeout = encoding = None
-        for name, value in event.headers:
-            if name == b":path":
-                path = value
-            elif name == b":method":
-                verb = value
-            elif name == b"content-type":
-                content_type = value
-            elif name == b"grpc-timeout":
-                timeout = value
-            elif name == b"grpc-encoding":
-                encoding = value
-        if verb != b"POST":  # not a gRPC request at all: an HTTP answer, as grpc's servers give
-            self._refuse_http(sid, b"405")
-            return
-        if content_type is None or not content_type.startswith(b"application/grpc"):
-            self._refuse_http(sid, b"415")
+        found = wire.read_headers(event.headers)
+        refusal = wire.is_grpc(found)
+        if refusal is not None:  # not a gRPC request at all: an HTTP answer
+            self._refuse_http(sid, refusal)
             return
         call = _Call(self, sid)
         self._calls[sid] = call
         try:
-            timeout_s = None if timeout is None else wire.parse_timeout(timeout)
-            call.wbits = wire.decompressor(None if encoding == b"identity" else encoding)
-            meta = wire.metadata(event.headers)
-        except (wire.WireError, ValueError) as exc:
-            code, message = (exc.code, exc.message) if isinstance(exc, wire.WireError) else (
-                INTERNAL, "Invalid request metadata")  # fmt: skip
-            call.status(code, message)
+            timeout_s, call.wbits, meta = wire.call_settings(found, event.headers)
+        except wire.WireError as exc:
+            call.status(exc.code, exc.message)
             return
         call.context = CallContext(meta, self.peer, timeout_s)
-        method = (path or b"").decode("latin-1")
+        method = found.get(b":path", b"").decode("latin-1")
         self._running += 1
         self._idle.clear()
         call.task = self._loop.create_task(self._run(call, method))
@@ -425,29 +408,15 @@ class _Call:
 
     def take(self, data: bytes) -> None:
         """Split arriving DATA into whole messages; a message's start stays in ``partial``."""
-        limit = self._connection._max_message
         if self.partial:
             self.partial += data
             buffer: bytes | bytearray = self.partial
         else:
             buffer = data
-        size, pos = len(buffer), 0
-        while size - pos >= wire.PREFIX_BYTES:
-            flag, length = wire.MESSAGE_PREFIX.unpack_from(buffer, pos)
-            if length > limit:
-                raise wire.WireError(
-                    RESOURCE_EXHAUSTED, f"Received message larger than max ({length} vs. {limit})"
-                )
-            end = pos + wire.PREFIX_BYTES + length
-            if end > size:
-                break
-            # One copy out of the buffer (a bytearray's slice would be a second).
-            message = bytes(memoryview(buffer)[pos + wire.PREFIX_BYTES : end])
-            if flag & wire.COMPRESSED:
-                message = wire.inflate(message, self.wbits, limit)
-            self.messages.append(message)
-            self.queued += len(message)
-            pos = end
+        size, before = len(buffer), len(self.messages)
+        pos = wire.take_messages(buffer, self._connection._max_message, self.wbits, self.messages)
+        for index in range(before, len(self.messages)):
+            self.queued += len(self.messages[index])
         if pos == size:
             self.partial = None
         elif buffer is self.partial:

@@ -41,6 +41,42 @@ class WireError(Exception):
         self.code, self.message = code, message
 
 
+# The request headers this layer reads; every other one is metadata or ignored.
+READ_HEADERS = frozenset((b":path", b":method", b"content-type", b"grpc-timeout", b"grpc-encoding"))
+
+
+def read_headers(headers: Iterable[tuple[bytes, bytes]]) -> dict[bytes, bytes]:
+    """The ``READ_HEADERS`` a request carries, by name."""
+    return {name: value for name, value in headers if name in READ_HEADERS}
+
+
+def is_grpc(found: dict[bytes, bytes]) -> bytes | None:
+    """None for a gRPC request; else the HTTP status that refuses it, as grpc's servers answer:
+    405 for a method other than POST, 415 for another content type."""
+    if found.get(b":method", b"POST") != b"POST":
+        return b"405"
+    if not found.get(b"content-type", b"").startswith(b"application/grpc"):
+        return b"415"
+    return None
+
+
+def call_settings(
+    found: dict[bytes, bytes], headers: Iterable[tuple[bytes, bytes]]
+) -> tuple[float | None, int | None, tuple[tuple[str, str | bytes], ...]]:
+    """A call's deadline (seconds from now, or None), its messages' zlib window bits (None:
+    uncompressed) and its invocation metadata; WireError ends the call."""
+    timeout = found.get(b"grpc-timeout")
+    encoding = found.get(b"grpc-encoding")
+    try:
+        return (
+            None if timeout is None else parse_timeout(timeout),
+            decompressor(None if encoding == b"identity" else encoding),
+            metadata(headers),
+        )
+    except ValueError:  # a -bin value that is not base64
+        raise WireError(13, "Invalid request metadata") from None
+
+
 def parse_timeout(value: bytes) -> float:
     """``grpc-timeout`` in seconds: at most eight digits and one unit (``100m``, ``5S``)."""
     digits, unit = value[:-1], value[-1:]
@@ -87,6 +123,27 @@ def inflate(data: bytes, wbits: int | None, limit: int) -> bytes:
     if len(out) > limit:
         raise WireError(8, f"Received message larger than max (more than {limit} bytes)")
     return out
+
+
+def take_messages(
+    buffer: bytes | bytearray, limit: int, wbits: int | None, out: list[bytes] | Any
+) -> int:
+    """Append ``buffer``'s whole length-prefixed messages to ``out`` (inflated where flagged);
+    returns the bytes they took. A prefix announcing more than ``limit`` is refused at once,
+    before its message arrives."""
+    size, pos = len(buffer), 0
+    while size - pos >= PREFIX_BYTES:
+        flag, length = MESSAGE_PREFIX.unpack_from(buffer, pos)
+        if length > limit:
+            raise WireError(8, f"Received message larger than max ({length} vs. {limit})")
+        end = pos + PREFIX_BYTES + length
+        if end > size:
+            break
+        # One copy out of the buffer (a bytearray's slice would be a second).
+        message = bytes(memoryview(buffer)[pos + PREFIX_BYTES : end])
+        out.append(inflate(message, wbits, limit) if flag & COMPRESSED else message)
+        pos = end
+    return pos
 
 
 def frame_message(payload: bytes) -> bytes:

@@ -289,14 +289,7 @@ def test_a_client_that_resets_calls_without_end_is_cut_off(
     with RawGrpc("127.0.0.1", _port(server)) as raw:
         try:
             for _ in range(12):
-                for _ in range(100):
-                    sid = raw.h2.get_next_available_stream_id()
-                    raw.h2.send_headers(sid, [(b":method", b"POST"), (b":scheme", b"http"),
-                                              (b":path", INFER.encode()),
-                                              (b":authority", b"localhost"),
-                                              (b"content-type", b"application/grpc")])  # fmt: skip
-                    raw.h2.reset_stream(sid, ErrorCodes.CANCEL)
-                raw.sock.sendall(raw.h2.data_to_send())
+                raw.open_and_reset(INFER, 100)
         except (BrokenPipeError, ConnectionResetError):
             pass  # ended while we sent: the GOAWAY may still be read
         assert raw.wait_for_goaway() in (ErrorCodes.ENHANCE_YOUR_CALM, None)

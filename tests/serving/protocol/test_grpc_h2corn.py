@@ -1,0 +1,187 @@
+"""The gRPC port served by h2corn (``--grpc-transport h2corn``, ``asgi_server``): HTTP/2 in
+native code, the calls on the loop through ASGI. ``test_grpc.py``'s inference tests run here
+again, and the loop listener's own tests whose rules are gRPC's rather than its HTTP/2 library's:
+framing, compression, limits, deadlines, resets and the graceful stop; then what this transport
+answers for itself: the request bytes all calls may hold, and what h2corn does about clients that
+reset or ping without end."""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import tritonclient.grpc as grpcclient
+from h2.errors import ErrorCodes
+
+from repository import demo_models as dm
+from serving.main import ServingProcess
+from tests.certificates import Pki
+from tests.serving.harness import folder_settings, write_protocol_repository
+from tests.serving.protocol.conftest import MAX_REQUEST_BYTES
+from tests.serving.protocol.h2_client import RawGrpc, grpc_message
+from tests.serving.protocol.test_grpc import *  # noqa: F403 - the same tests, over h2corn
+from tests.serving.protocol.test_grpc import fp32_input
+from tests.serving.protocol.test_grpc_http2 import (  # noqa: F401 - run again, over h2corn
+    INFER,
+    LIVE,
+    _port,
+    test_a_gzip_compressed_request_is_answered,
+    test_a_message_cut_short_by_the_end_of_the_stream_is_internal,
+    test_a_message_over_the_limit_is_refused_before_it_arrives,
+    test_a_request_that_is_not_grpc_gets_http_415,
+    test_a_stream_reset_by_the_client_leaves_the_connection_serving,
+    test_an_answer_larger_than_the_clients_window_arrives_whole,
+    test_an_unknown_compression_is_unimplemented,
+    test_http1_on_the_grpc_port_is_closed_and_serving_goes_on,
+    test_many_calls_at_once_on_one_connection_each_get_their_own_answer,
+    test_metadata_past_the_limit_fails_the_call_and_serving_goes_on,
+    test_stop_lets_a_running_call_finish_and_then_refuses_new_ones,
+    test_the_server_ends_a_call_past_its_grpc_timeout,
+    test_two_messages_to_a_unary_method_end_the_call_internal,
+)
+from tests.serving.protocol.test_tls import DATA as TLS_DATA
+from tests.serving.protocol.test_tls import grpc_infer as tls_grpc_infer
+from tests.serving.protocol.test_tls import (
+    test_a_plain_grpc_client_fails_against_the_tls_port as _plain_client_fails,
+)
+from tests.serving.protocol.test_tls import (
+    test_mutual_tls_refuses_a_client_without_a_certificate as _no_client_cert_refused,
+)
+from tests.serving.protocol.test_tls import (
+    test_mutual_tls_serves_a_client_with_a_certificate as _client_cert_served,
+)
+
+pytestmark = pytest.mark.embedded
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServingProcess]:
+    repo: Path = tmp_path_factory.mktemp("repo")
+    write_protocol_repository(repo)
+    settings = folder_settings(repo, max_request_bytes=MAX_REQUEST_BYTES, grpc_transport="h2corn")
+    process = ServingProcess(settings).start()
+    yield process
+    process.stop()
+
+
+@pytest.fixture
+def slow_server(tmp_path: Path) -> Any:
+    dm.write_python_sleep(tmp_path, "sleep", max_batch_size=0, dims=(-1,), dynamic_batching=False)
+    settings = folder_settings(tmp_path, drain_grace_s=0.0, grpc_transport="h2corn")
+    process = ServingProcess(settings).start()
+    yield process
+    process.stop()
+
+
+def test_grpc_over_tls_and_mutual_tls_on_h2corn(tmp_path: Path) -> None:
+    (tmp_path / "pki").mkdir()
+    pki, repo = Pki(tmp_path / "pki"), tmp_path / "models"
+    dm.write_onnx_identity(repo, "identity", dims=(-1,), max_batch_size=8)
+    files = {"grpc_server_cert": pki.server_cert, "grpc_server_key": pki.server_key,
+             "grpc_root_cert": pki.ca, "grpc_transport": "h2corn", "http_port": -1}  # fmt: skip
+    with ServingProcess(folder_settings(repo, grpc_use_ssl=True, **files)) as process:
+        with grpcclient.InferenceServerClient(
+            process.grpc_url, ssl=True, root_certificates=str(pki.ca)
+        ) as client:
+            np.testing.assert_array_equal(tls_grpc_infer(client), TLS_DATA)
+        _plain_client_fails(process)
+    with ServingProcess(folder_settings(repo, grpc_use_ssl_mutual=True, **files)) as process:
+        _client_cert_served(process, pki)
+        _no_client_cert_refused(process, pki)
+
+
+def _unfinished_message(raw: RawGrpc, size: int) -> int:
+    """Open a call and send most of one message of ``size`` bytes, never its end."""
+    sid = raw.open(INFER)
+    for offset in range(0, size - 20_000, 16_000):
+        chunk = b"\0" * 16_000
+        if offset == 0:
+            chunk = b"\x00" + size.to_bytes(4, "big") + chunk[5:]
+        raw.send(sid, chunk)
+    return sid
+
+
+def test_calls_together_hold_no_more_than_their_request_budget(
+    server: ServingProcess, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Eight calls, over three connections, each hold a message just under the 1 MiB limit that
+    # never completes: about 8 MiB. The ninth call that adds more is refused; the others and the
+    # server go on, and once those clients leave, their bytes are free again.
+    almost = MAX_REQUEST_BYTES - 100
+    connections = [RawGrpc("127.0.0.1", _port(server)) for _ in range(3)]
+    try:
+        for index in range(8):
+            _unfinished_message(connections[index % 3], almost)
+        time.sleep(0.5)  # the eight are read and held before the ninth begins
+        ninth = _unfinished_message(connections[2], almost)
+        answer = connections[2].wait(ninth)
+        assert answer.grpc_status == 8, answer.trailers
+        assert "too many request bytes" in answer.grpc_message
+        assert any("request bytes at once" in r.getMessage() for r in caplog.records)
+    finally:
+        for raw in connections:
+            raw.close()
+    x = np.ones((1, (MAX_REQUEST_BYTES - 1000) // 4), dtype=np.float32)
+    with grpcclient.InferenceServerClient(server.grpc_url) as client:
+        for _ in range(3):  # the budget is free again: large messages go through
+            result = client.infer("identity", [fp32_input(x)])
+            np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), x)
+
+
+def test_h2corn_ends_a_client_that_resets_calls_without_end(server: ServingProcess) -> None:
+    # HTTP/2 "rapid reset" (CVE-2023-44487): calls opened and reset at once, never more than
+    # one open. h2corn ends such a connection ENHANCE_YOUR_CALM; the server serves on.
+    with RawGrpc("127.0.0.1", _port(server)) as raw:
+        for _ in range(20):  # a client that resets a few calls is served on
+            raw.reset(raw.open(INFER))
+        assert raw.call(LIVE, [grpc_message(b"")]).grpc_status == 0
+    with RawGrpc("127.0.0.1", _port(server)) as raw:
+        try:
+            for _ in range(50):
+                raw.open_and_reset(INFER, 100)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # ended while we sent: the GOAWAY may still be read
+        assert raw.wait_for_goaway() in (ErrorCodes.ENHANCE_YOUR_CALM, None)
+    with grpcclient.InferenceServerClient(server.grpc_url) as client:
+        assert client.is_server_live()
+
+
+def test_h2corn_ends_a_client_that_pings_without_reading(server: ServingProcess) -> None:
+    ping = b"\x00\x00\x08\x06\x00\x00\x00\x00\x00" + b"12345678"
+    flood, sent, ended = ping * 4_000, 0, False
+    with socket.create_connection(("127.0.0.1", _port(server)), timeout=10) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00")
+        sock.settimeout(2)
+        try:
+            while sent < 64 << 20:
+                sock.sendall(flood)
+                sent += len(flood)
+        except (ConnectionResetError, BrokenPipeError, TimeoutError):
+            ended = True  # closed, or no longer read: either way the flood went nowhere
+        assert ended, f"the server read {sent >> 20} MiB of PINGs whose answers nobody read"
+    with grpcclient.InferenceServerClient(server.grpc_url) as client:  # others are served
+        assert client.is_server_live()
+
+
+def test_front_end_processes_serve_on_h2corn_too(tmp_path: Path) -> None:
+    write_protocol_repository(tmp_path)
+    settings = folder_settings(tmp_path, grpc_workers=2, grpc_transport="h2corn")
+    process = ServingProcess(settings).start()
+    try:
+        pool = process.ports.grpc_frontends
+        assert pool is not None and len(pool.frontends) == 2
+        with grpcclient.InferenceServerClient(process.grpc_url) as client:
+            for index in range(20):
+                x = np.full((1, 4), index, dtype=np.float32)
+                result = client.infer("identity", [fp32_input(x)])
+                np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), x)
+            stats = client.get_inference_statistics("identity").model_stats[0]
+            assert stats.inference_stats.success.count == 20
+    finally:
+        process.stop()
