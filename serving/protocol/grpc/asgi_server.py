@@ -150,9 +150,9 @@ class H2cornGrpcServer:
             await call.finish()
             return
         call.context = CallContext(meta, _peer(scope.get("client")), timeout_s)
-        task = asyncio.current_task()
-        timer = None
-        if timeout_s is not None:
+        task = timer = None
+        if timeout_s is not None:  # the call's own task, cancelled when its deadline passes
+            task = asyncio.current_task()
             timer = asyncio.get_running_loop().call_later(timeout_s, call.expire, task)
         try:
             await run_call(
@@ -277,10 +277,15 @@ class _AsgiCall:
     async def message(self, payload: bytes) -> None:
         if self._trailers is not None:
             raise asyncio.CancelledError  # the call already ended: its servicer stops here
-        await self._start()
-        await self._send(
-            {"type": "http.response.body", "body": wire.frame_message(payload), "more_body": True}
-        )
+        try:
+            await self._start()
+            await self._send(
+                {"type": "http.response.body", "body": wire.frame_message(payload),
+                 "more_body": True}
+            )  # fmt: skip
+        except OSError:  # the client has gone: its servicer stops here, no incident
+            self._trailers = []
+            raise asyncio.CancelledError from None
 
     def status(self, code: int, details: str, trailing: Sequence[Any] = ()) -> None:
         if self._trailers is None:
