@@ -5,7 +5,8 @@ the project root, or ``PEERS_DIR``): the same MLP 256→1024→1024→16 and ide
 server with dynamic batching at max batch 32 and 0 delay, driven by the same perf_analyzer with
 batch-1 requests. Each round runs every server once, in the opposite order from the round before,
 so a noisy spell on the shared machine falls on all of them; the table keeps each point's median
-over the rounds and rewrites its section of docs/benchmarks.md.
+over the rounds and rewrites its section of docs/benchmarks.md. ``--grpc-workers N`` and
+``--grpc-transport h2corn`` each add a row: Portico's gRPC measured once more, served that way.
 
 Server CPU per request is the server's whole process tree's CPU time over the run divided by the
 requests it answered (cores ÷ throughput), the figure the issue's targets are set in.
@@ -14,6 +15,7 @@ requests it answered (cores ÷ throughput), the figure the issue's targets are s
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import statistics
@@ -47,26 +49,47 @@ def peers_dir() -> Path:
 POINTS = (("mlp", "32"), ("identity", "1"))
 
 
-def frontend_server(grpc_workers: int) -> str:
-    """The name a Portico row served through ``grpc_workers`` gRPC front-ends goes by."""
-    return f"portico-grpc-workers-{grpc_workers}"
+@dataclasses.dataclass(frozen=True)
+class GrpcVariant:
+    """Portico's gRPC served another way, measured right after Portico's own row: its row's
+    name, its label, and the serving settings (environment) that make it."""
+
+    server: str
+    label: str
+    env: dict[str, str]
 
 
-def run_round(work: Path, *, reverse: bool, window_ms: int, grpc_workers: int = 0) -> list[Point]:
-    """Every server once per point; what each measured. With ``grpc_workers``, Portico's gRPC
-    is measured once more right after, served through that many front-end processes."""
+def frontend_variant(grpc_workers: int) -> GrpcVariant:
+    """Portico's gRPC through ``grpc_workers`` front-end processes."""
+    return GrpcVariant(f"portico-grpc-workers-{grpc_workers}",
+                       f"Portico, {grpc_workers} gRPC front-end(s)",
+                       {"SERVING_GRPC_WORKERS": str(grpc_workers)})  # fmt: skip
+
+
+def transport_variant(transport: str) -> GrpcVariant:
+    """Portico's gRPC port on another ``--grpc-transport``."""
+    return GrpcVariant(f"portico-grpc-{transport}", f"Portico, gRPC on {transport}",
+                       {"SERVING_GRPC_TRANSPORT": transport})  # fmt: skip
+
+
+def run_round(
+    work: Path, *, reverse: bool, window_ms: int, variants: tuple[GrpcVariant, ...] = ()
+) -> list[Point]:
+    """Every server once per point; what each measured. Each of ``variants`` measures Portico's
+    gRPC once more right after Portico's own row."""
     points: list[Point] = []
     groups = list(reversed(GROUPS)) if reverse else list(GROUPS)
     for servers, protocols in groups:
         for model, concurrency in POINTS:
             points.extend(_run(work, servers, protocols, model, concurrency, window_ms, reverse))
-            if grpc_workers and PORTICO in servers.split(","):
-                # NOTE: the serving process reads SERVING_GRPC_WORKERS; the harness passes its
+            if PORTICO not in servers.split(","):
+                continue
+            for variant in variants:
+                # NOTE: the serving process reads its SERVING_* settings; the harness passes its
                 # environment on to the servers it starts.
-                extra = {"SERVING_GRPC_WORKERS": str(grpc_workers)}
                 for point in _run(work, PORTICO, "grpc", model, concurrency, window_ms,
-                                  reverse, extra):  # fmt: skip
-                    points.append({**point, "server": frontend_server(grpc_workers)})
+                                  reverse, variant.env):  # fmt: skip
+                    points.append({**point, "server": variant.server})
     return points
 
 
@@ -150,13 +173,10 @@ def _ratio(a: float | None, b: float | None) -> str:
     return "—" if a is None or b is None or not b else f"{a / b:.2f}"
 
 
-def table(points: list[Point], grpc_workers: int = 0) -> tuple[str, str]:
+def table(points: list[Point], variants: tuple[GrpcVariant, ...] = ()) -> tuple[str, str]:
     """The issue's table (medians over rounds) and the ratios the targets are set in."""
-    labels = dict(LABELS)
-    if grpc_workers:
-        labels = {PORTICO: LABELS[PORTICO],
-                  frontend_server(grpc_workers): f"Portico, {grpc_workers} gRPC front-end(s)",
-                  **{k: v for k, v in LABELS.items() if k != PORTICO}}  # fmt: skip
+    labels = {PORTICO: LABELS[PORTICO], **{v.server: v.label for v in variants},
+              **{k: v for k, v in LABELS.items() if k != PORTICO}}  # fmt: skip
     rows = []
     for server, label in labels.items():
         rows.append(
@@ -209,20 +229,20 @@ def table(points: list[Point], grpc_workers: int = 0) -> tuple[str, str]:
                 "≥ 2",
             ],
             *(
-                [
+                row
+                for variant in variants
+                for row in (
                     [
-                        f"Portico gRPC through {grpc_workers} front-end(s) ÷ Portico HTTP",
-                        _ratio(thr(frontend_server(grpc_workers), "grpc"), thr(PORTICO, "http")),
+                        f"{variant.label} ÷ Portico HTTP",
+                        _ratio(thr(variant.server, "grpc"), thr(PORTICO, "http")),
                         "≥ 0.9",
                     ],
                     [
-                        f"Portico gRPC through {grpc_workers} front-end(s) ÷ PyTriton gRPC",
-                        _ratio(thr(frontend_server(grpc_workers), "grpc"), thr(PYTRITON, "grpc")),
+                        f"{variant.label} ÷ PyTriton gRPC",
+                        _ratio(thr(variant.server, "grpc"), thr(PYTRITON, "grpc")),
                         "≥ 1.5",
                     ],
-                ]
-                if grpc_workers
-                else []
+                )
             ),
         ],
     )
@@ -237,17 +257,27 @@ def main(argv: list[str] | None = None) -> None:
         "--grpc-workers", type=int, default=0,
         help="also measure Portico's gRPC served through this many front-end processes",
     )  # fmt: skip
+    parser.add_argument(
+        "--grpc-transport", choices=("h2corn", "grpcio"),
+        help="also measure Portico's gRPC with its port on this transport",
+    )  # fmt: skip
     args = parser.parse_args(argv)
+    variants = (
+        *((frontend_variant(args.grpc_workers),) if args.grpc_workers else ()),
+        *((transport_variant(args.grpc_transport),) if args.grpc_transport else ()),
+    )
     work = Path(os.environ.get("PEERS_HOME", Path(tempfile.gettempdir()) / "portico-peers"))
     points: list[Point] = []
     loads = []
     for index in range(args.rounds):
         before = _load()
         points.extend(run_round(work, reverse=bool(index % 2), window_ms=args.window_ms,
-                                grpc_workers=args.grpc_workers))  # fmt: skip
+                                variants=variants))  # fmt: skip
         loads.append(f"round {index + 1}: {before} → {_load()}")
-    main_table, ratios = table(points, args.grpc_workers)
+    main_table, ratios = table(points, variants)
     workers = f" --grpc-workers {args.grpc_workers}" if args.grpc_workers else ""
+    if args.grpc_transport:
+        workers += f" --grpc-transport {args.grpc_transport}"
     body = "\n\n".join(
         [
             "### Beside MLServer and PyTriton (dynamic batching, max batch 32, delay 0)",

@@ -50,3 +50,18 @@ def test_ratios_compare_the_medians_against_the_issue_targets() -> None:
     assert rows["Portico gRPC ÷ Portico HTTP"] == ["0.50", "≥ 0.9"]
     assert rows["Portico gRPC ÷ PyTriton gRPC"] == ["2.00", "≥ 1.5"]
     assert rows["Portico HTTP ÷ PyTriton HTTP"] == ["—", "≥ 2"]
+
+
+def test_a_grpc_variant_gets_its_own_row_and_ratios() -> None:
+    variant = peers.transport_variant("h2corn")
+    assert variant.env == {"SERVING_GRPC_TRANSPORT": "h2corn"}
+    points = _rounds() + [
+        _point(variant.server, "mlp", "grpc", 32, infer_per_s=3600.0, server_cpu_cores=0.9)
+    ]
+    main, ratios = peers.table(points, (variant,))
+    labels = [line.split("|")[1].strip() for line in main.splitlines()[2:]]
+    assert labels[:2] == ["Portico", "Portico, gRPC on h2corn"]  # right under Portico's own
+    rows = {cells[0]: cells[1:] for cells in ([c.strip() for c in line.strip("|").split("|")]
+                                              for line in ratios.splitlines()[2:])}  # fmt: skip
+    assert rows["Portico, gRPC on h2corn ÷ Portico HTTP"] == ["0.90", "≥ 0.9"]
+    assert rows["Portico, gRPC on h2corn ÷ PyTriton gRPC"] == ["3.60", "≥ 1.5"]
