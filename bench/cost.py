@@ -1,11 +1,11 @@
 """Server CPU per request and the batches it formed: this tree beside another, alternating.
 
 `python -m bench cost [--baseline DIR] [--rounds N] [--parameter KEY=VALUE] [--grpc-workers 1,2]
-[--http-workers 1,2]` serves the MLP 256→1024→1024→16 and the identity model (dynamic batching,
-max batch 32, delay 0, as the peers comparison configures them) from this tree and, when given,
-from a second tree (e.g. `git worktree add ../before main`), and drives each at concurrency 32
-over HTTP and gRPC. Beside them it drives the transport floor (`bench/transport_floor.py`: an
-echo model on the same uvicorn and grpc.aio stacks).
+[--http-workers 1,2] [--grpc-transport h2corn]` serves the MLP 256→1024→1024→16 and the
+identity model (dynamic batching, max batch 32, delay 0, as the peers comparison configures them)
+from this tree and, when given, from a second tree (e.g. `git worktree add ../before main`), and
+drives each at concurrency 32 over HTTP and gRPC. Beside them it drives the transport floor
+(`bench/transport_floor.py`: an echo model on the same uvicorn and grpc.aio stacks).
 
 For each point it reports the server's CPU per request (its process tree's CPU time over the run
 divided by the requests its statistics counted, so perf_analyzer's warm-up and retries are counted
@@ -15,8 +15,10 @@ work: a busy neighbour stretches latency and cuts throughput, but the CPU each r
 moves much less. Rounds alternate the trees so that drift hits both.
 ``--grpc-workers 1,2`` adds this tree served with that many gRPC front-end processes (gRPC only),
 ``--http-workers 1,2`` the same for HTTP (HTTP only); the process tree's CPU includes the
-front-ends. ``--parameter KEY=VALUE`` (repeatable) adds this tree serving models whose configs
-carry that backend parameter, e.g. ``allow_spinning=false``, alone and with each front-end flag.
+front-ends. ``--grpc-transport h2corn`` (repeatable) adds this tree with its gRPC port on that
+transport (gRPC only). ``--parameter KEY=VALUE`` (repeatable) adds this tree serving models
+whose configs carry that backend parameter, e.g. ``allow_spinning=false``, alone and with each
+front-end flag.
 """
 
 from __future__ import annotations
@@ -96,7 +98,8 @@ def write_models(repo: Path, parameter: str = "") -> None:
         (repo / name / "config.pbtxt").write_text(text)
 
 
-WORKERS_FLAGS = {"--grpc-workers": "grpc", "--http-workers": "http"}
+# Serve flags that put one protocol on another path: a label with one is measured on it alone.
+WORKERS_FLAGS = {"--grpc-workers": "grpc", "--http-workers": "http", "--grpc-transport": "grpc"}
 
 
 def _only_protocol(label: str) -> str | None:
@@ -183,6 +186,10 @@ def main(argv: list[str] | None = None) -> None:
         help="also serve this tree with --http-workers N for each N (comma-separated, HTTP only)",
     )  # fmt: skip
     parser.add_argument(
+        "--grpc-transport", action="append", default=[], choices=("h2", "grpcio", "h2corn"),
+        help="also serve this tree's gRPC port on this transport (repeatable, gRPC only)",
+    )  # fmt: skip
+    parser.add_argument(
         "--parameter", action="append", default=[], metavar="KEY=VALUE",
         help="also serve this tree with this config parameter on both models (repeatable)",
     )  # fmt: skip
@@ -192,6 +199,7 @@ def main(argv: list[str] | None = None) -> None:
     workers = [
         *(f"--grpc-workers {n}" for n in args.grpc_workers if n > 0),
         *(f"--http-workers {n}" for n in args.http_workers if n > 0),
+        *(f"--grpc-transport {name}" for name in args.grpc_transport),
     ]
     labels = [
         "this tree", *(["baseline"] if args.baseline else []), *args.parameter, *workers,
@@ -253,7 +261,7 @@ def main(argv: list[str] | None = None) -> None:
             "cores over the run ÷ perf_analyzer's throughput.",
             "Reproduce: `PERF_ANALYZER=/path/to/perf_analyzer python -m bench cost "
             "[--baseline ../before] [--parameter KEY=VALUE] [--grpc-workers 1,2] "
-            "[--http-workers 1,2]`",
+            "[--http-workers 1,2] [--grpc-transport h2corn]`",
         ]
     )
     report.write_section("cost", body)
