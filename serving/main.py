@@ -26,7 +26,7 @@ import grpc
 import uvicorn
 import uvloop
 
-from serving import worker_count
+from serving import heap, worker_count
 from serving.access.guard import AccessGuard
 from serving.core.server import InferenceServer
 from serving.errors import UnavailableError
@@ -426,7 +426,7 @@ def main(settings: ServingSettings) -> int:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, on_signal)
         try:
-            return await run_server(settings, stop=stop, hurry=hurry)
+            return await run_server(settings, stop=stop, hurry=hurry, on_ready=_settle_heap)
         except StartupError:
             return EXIT_LOAD_FAILED
         except UnavailableError as exc:  # the registry unreachable, with nothing kept to serve
@@ -437,6 +437,11 @@ def main(settings: ServingSettings) -> int:
             return EXIT_LOAD_FAILED
 
     return uvloop.run(run())
+
+
+def _settle_heap(server: InferenceServer, ports: BoundPorts) -> None:
+    """Start-up's models and modules are loaded: the collector stops walking them."""
+    heap.freeze_startup_objects()
 
 
 class ServingProcess:
