@@ -12,9 +12,8 @@ timeouts, resets. A message larger than ``max_message_bytes`` ends its call RESO
 soon as its length prefix arrives, as on the other transports. TLS (``TlsFiles``) is h2corn's
 too: TLS 1.2 and 1.3 with ALPN ``h2``, and with a client CA a client certificate is required.
 
-A unary call's client reset is seen when its answer is sent (the work already done is lost),
-not while the model runs: ASGI reports a disconnect only to a ``receive()`` that is waiting,
-and waiting on one for every call would cost a task per call.
+A call whose client resets it or leaves is cancelled by h2corn (it cancels the call's task),
+so a request still queued is dropped and never runs, as on the other transports.
 """
 
 from __future__ import annotations

@@ -30,6 +30,7 @@ from tests.serving.protocol.test_grpc_http2 import (  # noqa: F401 - run again, 
     INFER,
     LIVE,
     _port,
+    _sleep_request,
     test_a_gzip_compressed_request_is_answered,
     test_a_message_cut_short_by_the_end_of_the_stream_is_internal,
     test_a_message_over_the_limit_is_refused_before_it_arrives,
@@ -76,6 +77,34 @@ def slow_server(tmp_path: Path) -> Any:
     process = ServingProcess(settings).start()
     yield process
     process.stop()
+
+
+@pytest.mark.parametrize("how", ["reset", "leave"])
+def test_a_unary_call_whose_client_resets_it_or_leaves_never_runs(
+    slow_server: ServingProcess, how: str
+) -> None:
+    # One instance: the first call runs for a second, the second waits behind it, and its
+    # client resets it (RST_STREAM) or closes its connection while it waits. It is dropped
+    # from the queue and counted failed, never run; the first is answered.
+    with grpcclient.InferenceServerClient(slow_server.grpc_url) as client:
+        before = client.get_inference_statistics("sleep", as_json=True)["model_stats"][0]
+        with RawGrpc("127.0.0.1", _port(slow_server)) as raw:
+            first = raw.open(INFER)
+            raw.send(first, grpc_message(_sleep_request(1000)), end=True)
+            time.sleep(0.2)
+            other = RawGrpc("127.0.0.1", _port(slow_server))
+            second = other.open(INFER)
+            other.send(second, grpc_message(_sleep_request(10)), end=True)
+            time.sleep(0.2)
+            if how == "reset":
+                other.reset(second)
+            other.close()
+            assert raw.wait(first).grpc_status == 0
+        time.sleep(0.5)  # past when the second would have run
+        after = client.get_inference_statistics("sleep", as_json=True)["model_stats"][0]
+    assert int(after["execution_count"]) - int(before.get("execution_count", 0)) == 1
+    failed = [int(s["inference_stats"]["fail"].get("count", 0)) for s in (before, after)]
+    assert failed[1] == failed[0] + 1
 
 
 def test_grpc_over_tls_and_mutual_tls_on_h2corn(tmp_path: Path) -> None:
