@@ -4,10 +4,10 @@ Why: after start-up such a process holds about 130,000 objects that live as long
 (Django's and the libraries' modules, the models' configs). Each full collection walked all of
 them: under HTTP load on the MLP, 14 full collections in about 15 s took 0.8 s of the loop, about
 58 ms each, during which no request moved. Freezing them moves them out of the collector's
-sight. What is allocated per request dies young, so a larger youngest generation (10,000
-objects instead of 700) collects less often with the same pauses' worth of work; 32 requests in
-flight hold more than 700 young objects between them, and each of those collections found
-nothing to free. Measured in docs/benchmarks.md ("the garbage collector").
+sight. What a request allocates mostly dies young, yet 32 requests in flight passed CPython's
+700-object mark for the youngest generation every few requests (3,764 young collections in that
+run); at 10,000 it is collected about a fourteenth as often, which measured a little less CPU
+per request than freezing alone. Measured in docs/benchmarks.md ("the garbage collector").
 
 Only whole processes call this (``manage.py serve``, the front-ends): it changes the
 interpreter's state for everything in it, which an embedding application or a test run chooses

@@ -7,6 +7,7 @@ reset or ping without end."""
 
 from __future__ import annotations
 
+import functools
 import socket
 import time
 from collections.abc import Iterator
@@ -45,6 +46,7 @@ from tests.serving.protocol.test_grpc_http2 import (  # noqa: F401 - run again, 
     test_the_server_ends_a_call_past_its_grpc_timeout,
     test_two_messages_to_a_unary_method_end_the_call_internal,
 )
+from tests.serving.protocol.test_http_disconnect import _queue_depth, _wait_until
 from tests.serving.protocol.test_tls import DATA as TLS_DATA
 from tests.serving.protocol.test_tls import grpc_infer as tls_grpc_infer
 from tests.serving.protocol.test_tls import (
@@ -83,24 +85,24 @@ def slow_server(tmp_path: Path) -> Any:
 def test_a_unary_call_whose_client_resets_it_or_leaves_never_runs(
     slow_server: ServingProcess, how: str
 ) -> None:
-    # One instance: the first call runs for a second, the second waits behind it, and its
-    # client resets it (RST_STREAM) or closes its connection while it waits. It is dropped
-    # from the queue and counted failed, never run; the first is answered.
+    # One instance: one call runs for 1.5 s, the other waits behind it, and its client resets
+    # it (RST_STREAM) or closes its connection while it waits. It is dropped from the queue and
+    # counted failed, never run; the first is answered.
     with grpcclient.InferenceServerClient(slow_server.grpc_url) as client:
         before = client.get_inference_statistics("sleep", as_json=True)["model_stats"][0]
+        queued = functools.partial(_queue_depth, slow_server.ports.metrics, "sleep")
         with RawGrpc("127.0.0.1", _port(slow_server)) as raw:
             first = raw.open(INFER)
-            raw.send(first, grpc_message(_sleep_request(1000)), end=True)
-            time.sleep(0.2)
+            raw.send(first, grpc_message(_sleep_request(1500)), end=True)
             other = RawGrpc("127.0.0.1", _port(slow_server))
             second = other.open(INFER)
             other.send(second, grpc_message(_sleep_request(10)), end=True)
-            time.sleep(0.2)
+            _wait_until(lambda: queued() == 1)  # one runs, the other waits behind it
             if how == "reset":
                 other.reset(second)
             other.close()
+            _wait_until(lambda: queued() == 0)  # dropped while the first still runs
             assert raw.wait(first).grpc_status == 0
-        time.sleep(0.5)  # past when the second would have run
         after = client.get_inference_statistics("sleep", as_json=True)["model_stats"][0]
     assert int(after["execution_count"]) - int(before.get("execution_count", 0)) == 1
     failed = [int(s["inference_stats"]["fail"].get("count", 0)) for s in (before, after)]

@@ -61,11 +61,11 @@ def test_disconnected_client_request_is_dropped_from_the_queue(
         client.close()
 
 
-def _queue_depth(metrics_port: int) -> int:
+def _queue_depth(metrics_port: int, model: str = "slow") -> int:
     with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10) as reply:
         text = reply.read().decode()
     for line in text.splitlines():
-        if line.startswith("nv_inference_pending_request_count{") and 'model="slow"' in line:
+        if line.startswith("nv_inference_pending_request_count{") and f'model="{model}"' in line:
             return int(float(line.rsplit(" ", 1)[1]))
     return -1
 
