@@ -16,6 +16,8 @@ from typing import Any
 MESSAGE_PREFIX = struct.Struct(">BI")  # compressed flag, message length
 PREFIX_BYTES = MESSAGE_PREFIX.size
 COMPRESSED = 1
+# gRPC status codes this layer ends calls with.
+RESOURCE_EXHAUSTED, UNIMPLEMENTED, INTERNAL = 8, 12, 13
 
 # Header names grpc reserves for itself: never handed to a servicer as invocation metadata.
 RESERVED = frozenset((b"content-type", b"te", b"grpc-timeout", b"grpc-encoding",
@@ -74,14 +76,14 @@ def call_settings(
             metadata(headers),
         )
     except ValueError:  # a -bin value that is not base64
-        raise WireError(13, "Invalid request metadata") from None
+        raise WireError(INTERNAL, "Invalid request metadata") from None
 
 
 def parse_timeout(value: bytes) -> float:
     """``grpc-timeout`` in seconds: at most eight digits and one unit (``100m``, ``5S``)."""
     digits, unit = value[:-1], value[-1:]
     if not digits.isdigit() or len(digits) > 8 or unit not in TIMEOUT_UNITS:
-        raise WireError(13, f"Invalid grpc-timeout header {value.decode('latin-1')!r}")
+        raise WireError(INTERNAL, f"Invalid grpc-timeout header {value.decode('latin-1')!r}")
     return int(digits) * TIMEOUT_UNITS[unit]
 
 
@@ -106,7 +108,7 @@ def decompressor(encoding: bytes | None) -> int | None:
         return None
     if encoding not in ENCODINGS:
         name = encoding.decode("latin-1")
-        raise WireError(12, f"Compression algorithm '{name}' is not supported")  # UNIMPLEMENTED
+        raise WireError(UNIMPLEMENTED, f"Compression algorithm '{name}' is not supported")
     return ENCODINGS[encoding]
 
 
@@ -114,14 +116,16 @@ def inflate(data: bytes, wbits: int | None, limit: int) -> bytes:
     """A compressed message's bytes, refused once they pass ``limit``: a small compressed
     message must not become a large one in memory."""
     if wbits is None:
-        raise WireError(13, "A compressed message arrived without a grpc-encoding")
+        raise WireError(INTERNAL, "A compressed message arrived without a grpc-encoding")
     inflater = zlib.decompressobj(wbits)
     try:
         out = inflater.decompress(data, limit + 1)
     except zlib.error as exc:
-        raise WireError(13, f"Failed to decompress the message: {exc}") from None
+        raise WireError(INTERNAL, f"Failed to decompress the message: {exc}") from None
     if len(out) > limit:
-        raise WireError(8, f"Received message larger than max (more than {limit} bytes)")
+        raise WireError(
+            RESOURCE_EXHAUSTED, f"Received message larger than max (more than {limit} bytes)"
+        )
     return out
 
 
@@ -135,7 +139,9 @@ def take_messages(
     while size - pos >= PREFIX_BYTES:
         flag, length = MESSAGE_PREFIX.unpack_from(buffer, pos)
         if length > limit:
-            raise WireError(8, f"Received message larger than max ({length} vs. {limit})")
+            raise WireError(
+                RESOURCE_EXHAUSTED, f"Received message larger than max ({length} vs. {limit})"
+            )
         end = pos + PREFIX_BYTES + length
         if end > size:
             break
