@@ -1,4 +1,4 @@
-"""The garbage collector's settings for a long-running serving or front-end process.
+"""The garbage collector's settings for the long-running serving process.
 
 Why: after start-up such a process holds about 130,000 objects that live as long as it does
 (Django's and the libraries' modules, the models' configs). Each full collection walked all of
@@ -9,9 +9,9 @@ sight. What a request allocates mostly dies young, yet 32 requests in flight pas
 run); at 10,000 it is collected about a fourteenth as often, which measured a little less CPU
 per request than freezing alone. Measured in docs/benchmarks.md ("the garbage collector").
 
-Only whole processes call this (``manage.py serve``, the front-ends): it changes the
-interpreter's state for everything in it, which an embedding application or a test run chooses
-for itself.
+Only the serving process calls this (``manage.py serve``): it changes the interpreter's state
+for everything in it, which an embedding application or a test run chooses for itself. The
+front-end processes do not: what it saves there has not been measured.
 """
 
 from __future__ import annotations

@@ -26,7 +26,6 @@ from typing import Any
 import grpc
 import uvloop
 
-from serving import heap
 from serving.protocol.grpc import relay_wire as wire
 from serving.protocol.grpc.asgi_server import H2cornGrpcServer
 from serving.protocol.grpc.http2_server import Http2GrpcServer
@@ -270,7 +269,6 @@ def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    heap.freeze_startup_objects()  # its modules are imported; requests only come now
     uvloop.run(serve(args.fd, args.address, args.max_message_bytes, args.grace_s, args.transport))
 
 

@@ -26,7 +26,6 @@ from typing import Any
 import orjson
 import uvloop
 
-from serving import heap
 from serving.protocol.http import relay_wire as wire
 from serving.protocol.http.exchange import Exchange
 from serving.protocol.http.listener import data_plane_server
@@ -264,7 +263,6 @@ def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    heap.freeze_startup_objects()  # its modules are imported; requests only come now
     uvloop.run(serve(args))
 
 

@@ -39,7 +39,8 @@ def test_disconnected_client_request_is_dropped_from_the_queue(
         queued = functools.partial(_queue_depth, process.ports.metrics)
         # NOTE: both are slow: the two connections may deliver them in either order, and a quick
         # one running first would leave the queue holding one request too briefly to be seen.
-        slow = {"execute_delay_ms": 1500}
+        # 3 s each: on a loaded machine the second may reach the queue well after the first.
+        slow = {"execute_delay_ms": 3000}
         busy = client.async_infer("slow", [_sleep_input(0)], parameters=slow)
         filler = client.async_infer("slow", [_sleep_input(0)], parameters=slow)
         # One of the two holds the only instance, the other waits: the queue is known to be busy.
