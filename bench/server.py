@@ -11,6 +11,7 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import IO
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -38,10 +39,11 @@ def serving(
     extra_args: tuple[str, ...] = (),
     root: Path = ROOT,
     wrapper: tuple[str, ...] = (),
+    output: IO[bytes] | None = None,
 ) -> Iterator[dict[str, str]]:
     """Run `manage.py serve --model-repository` (of the tree at ``root``, under ``wrapper``, e.g.
     valgrind, when given) and yield its HTTP, gRPC and metrics addresses and its process id
-    ("pid")."""
+    ("pid"). Its output goes to ``output`` when given, else nowhere."""
     http_port, grpc_port, metrics_port = free_ports(3)
     command = [
         *wrapper, sys.executable, str(root / "manage.py"), "serve",
@@ -51,7 +53,7 @@ def serving(
         "--metrics-port", str(metrics_port),
         *extra_args,
     ]  # fmt: skip
-    with _running(command, http_port, startup_timeout_s, cwd=root) as pid:
+    with _running(command, http_port, startup_timeout_s, cwd=root, output=output) as pid:
         yield {
             "http": f"127.0.0.1:{http_port}",
             "grpc": f"127.0.0.1:{grpc_port}",
@@ -76,15 +78,18 @@ def transport_floor(
 
 @contextlib.contextmanager
 def _running(
-    command: list[str], http_port: int, startup_timeout_s: float, cwd: Path = ROOT
+    command: list[str],
+    http_port: int,
+    startup_timeout_s: float,
+    cwd: Path = ROOT,
+    output: IO[bytes] | None = None,
 ) -> Iterator[int]:
     # Each row measures the layout it names: in-process unless its flags ask for front-ends
     # (flags win over the variable). serve's default, --workers auto, would start some on a
     # many-core host and none on 2 cores, so rows would mean different things on each.
     env = {"SERVING_WORKERS": "0", **os.environ, "PYTHONUNBUFFERED": "1"}
-    process = subprocess.Popen(
-        command, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
+    sink: IO[bytes] | int = subprocess.DEVNULL if output is None else output
+    process = subprocess.Popen(command, cwd=cwd, env=env, stdout=sink, stderr=sink)
     try:
         _wait_ready(f"http://127.0.0.1:{http_port}/v2/health/ready", process, startup_timeout_s)
         yield process.pid
