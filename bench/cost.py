@@ -1,7 +1,7 @@
 """Server CPU per request and the batches it formed: this tree beside another, alternating.
 
 `python -m bench cost [--baseline DIR] [--rounds N] [--parameter KEY=VALUE] [--grpc-workers 1,2]
-[--http-workers 1,2] [--grpc-transport h2corn]` serves the MLP 256→1024→1024→16 and the
+[--http-workers 1,2] [--grpc-transport h2]` serves the MLP 256→1024→1024→16 and the
 identity model (dynamic batching, max batch 32, delay 0, as the peers comparison configures them)
 from this tree and, when given, from a second tree (e.g. `git worktree add ../before main`), and
 drives each at concurrency 32 over HTTP and gRPC. Beside them it drives the transport floor
@@ -15,10 +15,10 @@ work: a busy neighbour stretches latency and cuts throughput, but the CPU each r
 moves much less. Rounds alternate the trees so that drift hits both.
 ``--grpc-workers 1,2`` adds this tree served with that many gRPC front-end processes (gRPC only),
 ``--http-workers 1,2`` the same for HTTP (HTTP only); the process tree's CPU includes the
-front-ends. ``--grpc-transport h2corn`` (repeatable) adds this tree with its gRPC port on that
-transport (gRPC only). ``--parameter KEY=VALUE`` (repeatable) adds this tree serving models
-whose configs carry that backend parameter, e.g. ``allow_spinning=false``, alone and with each
-front-end flag.
+front-ends. ``--grpc-transport h2`` (repeatable) adds this tree with its gRPC port on that
+transport (gRPC only; h2corn is the default). ``--parameter KEY=VALUE`` (repeatable) adds this
+tree serving models whose configs carry that backend parameter, e.g. ``allow_spinning=false``,
+alone and with each front-end flag.
 """
 
 from __future__ import annotations
@@ -261,7 +261,7 @@ def main(argv: list[str] | None = None) -> None:
             "cores over the run ÷ perf_analyzer's throughput.",
             "Reproduce: `PERF_ANALYZER=/path/to/perf_analyzer python -m bench cost "
             "[--baseline ../before] [--parameter KEY=VALUE] [--grpc-workers 1,2] "
-            "[--http-workers 1,2] [--grpc-transport h2corn]`",
+            "[--http-workers 1,2] [--grpc-transport h2]`",
         ]
     )
     report.write_section("cost", body)

@@ -6,7 +6,8 @@ server with dynamic batching at max batch 32 and 0 delay, driven by the same per
 batch-1 requests. Each round runs every server once, in the opposite order from the round before,
 so a noisy spell on the shared machine falls on all of them; the table keeps each point's median
 over the rounds and rewrites its section of docs/benchmarks.md. ``--grpc-workers N`` and
-``--grpc-transport h2corn`` each add a row: Portico's gRPC measured once more, served that way.
+``--grpc-transport h2`` (the listener before h2corn became the default) each add a row: Portico's
+gRPC measured once more, served that way.
 
 Server CPU per request is the server's whole process tree's CPU time over the run divided by the
 requests it answered (cores ÷ throughput), the figure the issue's targets are set in.
@@ -258,7 +259,7 @@ def main(argv: list[str] | None = None) -> None:
         help="also measure Portico's gRPC served through this many front-end processes",
     )  # fmt: skip
     parser.add_argument(
-        "--grpc-transport", choices=("h2corn", "grpcio"),
+        "--grpc-transport", choices=("h2", "h2corn", "grpcio"),
         help="also measure Portico's gRPC with its port on this transport",
     )  # fmt: skip
     args = parser.parse_args(argv)

@@ -44,8 +44,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="gRPC front-end processes sharing the gRPC port (SO_REUSEPORT) that relay calls to "
              "this one (0: gRPC in this process; default auto)")  # fmt: skip
     add("--grpc-transport", choices=GRPC_TRANSPORTS,
-        help="the gRPC listener: h2 (default: HTTP/2 on this process's loop), h2corn "
-             "(HTTP/2 in native code, calls on the loop; less CPU per call) or grpcio "
+        help="the gRPC listener: h2corn (default: HTTP/2 in native code, the calls on this "
+             "process's loop), h2 (HTTP/2 in Python on the loop; more CPU per call) or grpcio "
              "(grpc.aio)")  # fmt: skip
     add("--http-workers", type=worker_count.parse,
         help="HTTP front-end processes sharing the HTTP port (SO_REUSEPORT) that relay requests "

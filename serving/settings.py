@@ -49,7 +49,7 @@ class ServingSettings:
     # ``worker_count.AUTO`` (the ``serve`` command's default, from ``settings_from_env``) is
     # resolved from the cores once the start-up models have loaded (``worker_count.resolve``).
     grpc_workers: int | None = 0
-    grpc_transport: str = "h2"  # the in-process gRPC listener: one of GRPC_TRANSPORTS
+    grpc_transport: str = "h2corn"  # the gRPC listener: one of GRPC_TRANSPORTS
     http_workers: int | None = 0
     metrics_port: int = 8002
     strict_readiness: bool = True

@@ -1,5 +1,5 @@
-"""The gRPC listener on h2corn (``--grpc-transport h2corn``): HTTP/2 in Rust, each call an ASGI
-request run through ``calls.run_call``, on this process's loop.
+"""The gRPC listener on h2corn (the default, ``--grpc-transport h2corn``): HTTP/2 in Rust,
+each call an ASGI request run through ``calls.run_call``, on this process's loop.
 
 Why: on the loop's own transport (``http2_server``) the HTTP/2 library's Python state machine
 costs more per call than HTTP/1.1's whole server (docs/benchmarks.md, "the gRPC listener's own
@@ -66,7 +66,11 @@ class TlsFiles:
         return cls(settings.grpc_server_cert, settings.grpc_server_key, client_ca)
 
     def options(self) -> dict[str, Any]:
-        """h2corn ``Config`` options."""
+        """h2corn ``Config`` options. A file that cannot be read raises its ``OSError`` here, as
+        Python's ``ssl`` does for the other transports, not later from h2corn's start."""
+        for path in (self.cert, self.key, self.client_ca):
+            if path is not None:
+                path.open("rb").close()
         return {
             "certfile": self.cert, "keyfile": self.key, "ca_certs": self.client_ca,
             "cert_reqs": "required" if self.client_ca is not None else "none",
@@ -111,7 +115,7 @@ class H2cornGrpcServer:
         self._serving = asyncio.ensure_future(self._server.serve())
         waiting = asyncio.ensure_future(self._server.wait_started())
         await asyncio.wait((waiting, self._serving), return_when=asyncio.FIRST_COMPLETED)
-        if not waiting.done():  # serve() ended first: the start failed; say why
+        if self._serving.done():  # serve() ended: the start failed; say why
             waiting.cancel()
             self._serving.result()
             raise RuntimeError("the gRPC listener stopped before it started")

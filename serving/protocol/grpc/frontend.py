@@ -1,7 +1,7 @@
 """A gRPC front-end process: the shared gRPC port's calls, relayed as raw bytes to the server.
 
 ``python -m serving.protocol.grpc.frontend --fd N --address HOST:PORT --max-message-bytes B
-[--transport h2|grpcio|h2corn]``. It binds with ``SO_REUSEPORT`` beside its siblings and listens
+[--transport h2corn|h2|grpcio]``. It binds with ``SO_REUSEPORT`` beside its siblings and listens
 with the serving process's own gRPC transport (the HTTP/2 listener of ``http2_server``, h2corn's
 of ``asgi_server``, or grpc.aio), serves every method with a generic handler that never decodes
 a message, and relays each call over the Unix socket ``N`` (framing: ``relay_wire``) to the
@@ -212,7 +212,7 @@ async def _relay_stream(
 
 
 async def serve(
-    fd: int, address: str, max_message_bytes: int, grace_s: float, transport: str = "h2"
+    fd: int, address: str, max_message_bytes: int, grace_s: float, transport: str = "h2corn"
 ) -> None:
     loop = asyncio.get_running_loop()
     lost, stop = asyncio.Event(), asyncio.Event()
@@ -264,7 +264,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--address", required=True, help="HOST:PORT to listen on (SO_REUSEPORT)")
     parser.add_argument("--max-message-bytes", type=int, required=True)
     parser.add_argument("--grace-s", type=float, default=30.0)
-    parser.add_argument("--transport", choices=("h2", "grpcio", "h2corn"), default="h2")
+    parser.add_argument("--transport", choices=("h2corn", "h2", "grpcio"), default="h2corn")
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"

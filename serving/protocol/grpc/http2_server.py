@@ -1,6 +1,7 @@
-"""The gRPC listener on the loop's own transport (``--grpc-transport h2``, the default): a TCP
-(or TLS, ALPN ``h2``) server whose connections are ``GrpcHttp2Connection``s, serving the same
-handlers as grpc.aio would (``register_services``, behind the edge interceptor).
+"""The gRPC listener on the loop's own transport (``--grpc-transport h2``; the default is
+h2corn's, ``asgi_server``): a TCP (or TLS, ALPN ``h2``) server whose connections are
+``GrpcHttp2Connection``s, serving the same handlers as grpc.aio would (``register_services``,
+behind the edge interceptor).
 
 ``stop(grace_s)`` is grpc.aio's graceful stop: no new connections, a GOAWAY on each open one so
 its clients open no new calls here, the calls already running finish within the grace, and what

@@ -1,7 +1,7 @@
 """The HTTP/2 gRPC listener's own rules (``serving/protocol/grpc/http2_*``): gRPC's framing,
 compression, flow control, deadlines and graceful stop, over real sockets with grpc's own clients
-and a bare HTTP/2 client for what grpc's clients never send. The inference RPCs themselves are
-``test_grpc.py``'s, which runs on this listener (the default)."""
+and a bare HTTP/2 client for what grpc's clients never send. ``test_grpc.py``'s inference tests run
+here again, on this listener (``--grpc-transport h2``; the default is h2corn's)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import socket
 import threading
 import time
 import zlib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,15 +27,26 @@ from repository import demo_models as dm
 from serving.main import ServingProcess
 from serving.protocol.grpc import http2_connection
 from serving.protocol.grpc import http2_wire as wire
-from tests.serving.harness import folder_settings
+from tests.serving.harness import folder_settings, write_protocol_repository
 from tests.serving.protocol.conftest import MAX_REQUEST_BYTES
 from tests.serving.protocol.h2_client import RawGrpc, grpc_message
+from tests.serving.protocol.test_grpc import *  # noqa: F403 - the same tests, on this listener
 from tests.serving.protocol.test_grpc import fp32_input
 
 pytestmark = pytest.mark.embedded
-
+TRANSPORT = "h2"
 LIVE = "/inference.GRPCInferenceService/ServerLive"
 INFER = "/inference.GRPCInferenceService/ModelInfer"
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServingProcess]:
+    repo: Path = tmp_path_factory.mktemp("repo")
+    write_protocol_repository(repo)
+    settings = folder_settings(repo, max_request_bytes=MAX_REQUEST_BYTES, grpc_transport=TRANSPORT)
+    process = ServingProcess(settings).start()
+    yield process
+    process.stop()
 
 
 def test_the_listener_codes_headers_with_the_compiled_hpack() -> None:
@@ -329,7 +341,8 @@ def test_a_client_that_pings_without_reading_is_read_no_more(server: ServingProc
 @pytest.fixture
 def slow_server(tmp_path: Path) -> Any:
     dm.write_python_sleep(tmp_path, "sleep", max_batch_size=0, dims=(-1,), dynamic_batching=False)
-    process = ServingProcess(folder_settings(tmp_path, drain_grace_s=0.0)).start()
+    settings = folder_settings(tmp_path, drain_grace_s=0.0, grpc_transport=TRANSPORT)
+    process = ServingProcess(settings).start()
     yield process
     process.stop()
 
@@ -378,5 +391,5 @@ def test_stop_lets_a_running_call_finish_and_then_refuses_new_ones(
 
 
 def test_an_unknown_transport_is_refused() -> None:
-    with pytest.raises(ValueError, match="--grpc-transport: expected one of h2, grpcio"):
+    with pytest.raises(ValueError, match="--grpc-transport: expected one of h2, grpcio, h2corn"):
         folder_settings(Path("."), grpc_transport="quic")

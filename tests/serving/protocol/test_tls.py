@@ -267,3 +267,19 @@ def test_a_missing_certificate_file_stops_the_start(pki: Pki, repo: Path, tmp_pa
     )  # fmt: skip
     with pytest.raises(FileNotFoundError, match="missing.pem"):
         ServingProcess(settings).start()
+
+
+def test_grpc_over_tls_and_mutual_tls_on_the_h2_listener(pki: Pki, repo: Path) -> None:
+    # The module's servers listen with the default transport (h2corn, whose TLS is rustls);
+    # ``--grpc-transport h2`` takes the same flags to Python's ``ssl``.
+    files = {"grpc_server_cert": pki.server_cert, "grpc_server_key": pki.server_key,
+             "grpc_root_cert": pki.ca, "grpc_transport": "h2", "http_port": -1}  # fmt: skip
+    with ServingProcess(folder_settings(repo, grpc_use_ssl=True, **files)) as process:
+        with grpcclient.InferenceServerClient(
+            process.grpc_url, ssl=True, root_certificates=str(pki.ca)
+        ) as client:
+            np.testing.assert_array_equal(grpc_infer(client), DATA)
+        test_a_plain_grpc_client_fails_against_the_tls_port(process)
+    with ServingProcess(folder_settings(repo, grpc_use_ssl_mutual=True, **files)) as process:
+        test_mutual_tls_serves_a_client_with_a_certificate(process, pki)
+        test_mutual_tls_refuses_a_client_without_a_certificate(process, pki)
