@@ -63,11 +63,12 @@ class Tally:
             getattr(self, counter)[key] += 1
 
 
-def _identity_input(rng: np.random.Generator) -> triton_grpc.InferInput:
+def _identity_input(rng: np.random.Generator) -> tuple[triton_grpc.InferInput, bytes]:
+    """A random identity request, and the bytes its answer must echo."""
     data = rng.random((1, 16), dtype=np.float32)
     tensor = triton_grpc.InferInput("INPUT0", [1, 16], "FP32")
     tensor.set_data_from_numpy(data)
-    return tensor
+    return tensor, data.tobytes()
 
 
 def stream_worker(url: str, tally: Tally, stop: threading.Event) -> None:
@@ -89,8 +90,7 @@ def stream_worker(url: str, tally: Tally, stop: threading.Event) -> None:
             for _ in range(STREAM_REOPEN_EVERY):
                 if stop.is_set():
                     break
-                tensor = _identity_input(rng)
-                sent = tensor._raw_content  # the bytes sent, to check the echo against
+                tensor, sent = _identity_input(rng)
                 client.async_stream_infer("identity", [tensor])
                 if not arrived.acquire(timeout=30):
                     tally.add("unexpected", "stream: no answer in 30 s")
@@ -110,14 +110,14 @@ def stream_worker(url: str, tally: Tally, stop: threading.Event) -> None:
 def churn_worker(url: str, tally: Tally, stop: threading.Event) -> None:
     rng = np.random.default_rng(2)
     while not stop.is_set():
-        tensor = _identity_input(rng)
+        tensor, sent = _identity_input(rng)
         with contextlib.closing(triton_grpc.InferenceServerClient(url)) as client:
             try:
                 result = client.infer("identity", [tensor])
             except Exception as exc:  # noqa: BLE001 - every failure is counted, not raised
                 tally.add("unexpected", f"churn: {exc}")
                 continue
-        if result.as_numpy("OUTPUT0").tobytes() != tensor._raw_content:
+        if result.as_numpy("OUTPUT0").tobytes() != sent:
             tally.add("wrong", "churn")
         else:
             tally.add("checked", "churn")
@@ -125,9 +125,8 @@ def churn_worker(url: str, tally: Tally, stop: threading.Event) -> None:
 
 def early_end_worker(url: str, tally: Tally, stop: threading.Event) -> None:
     request = service_pb2.ModelInferRequest(model_name="mlp")
-    tensor = request.inputs.add(name="INPUT0", datatype="FP32", shape=[1, 256])
+    request.inputs.add(name="INPUT0", datatype="FP32", shape=[1, 256])
     request.raw_input_contents.append(np.ones((1, 256), np.float32).tobytes())
-    assert tensor.name
     with grpc.insecure_channel(url) as channel:
         stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)
         while not stop.is_set():

@@ -35,7 +35,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("serving.grpc")
 
-CANCELLED, DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED = 1, 4, 8
 MAX_CONCURRENT_STREAMS = 1024  # as on the loop's own listener
 HANDSHAKE_TIMEOUT_S = 120.0  # grpc's own servers' handshake timeout
 MAX_HEADER_LIST_BYTES = 16 << 10  # grpc's own default limit on request metadata
@@ -262,7 +261,7 @@ class _AsgiCall:
             logger.warning("gRPC call from %s refused: the calls held %d request bytes at once",
                            peer, server.hold_limit)  # fmt: skip
             raise wire.WireError(
-                RESOURCE_EXHAUSTED, "The server holds too many request bytes; try again later"
+                wire.RESOURCE_EXHAUSTED, "The server holds too many request bytes; try again later"
             )
 
     def release(self) -> None:
@@ -303,7 +302,7 @@ class _AsgiCall:
 
     def expire(self, task: asyncio.Task[Any] | None) -> None:
         """The client's deadline passed: it gets DEADLINE_EXCEEDED and the work stops."""
-        self.status(DEADLINE_EXCEEDED, "Deadline Exceeded")
+        self.status(wire.DEADLINE_EXCEEDED, "Deadline Exceeded")
         self.expired = True
         if self.context is not None:
             self.context.cancel()
@@ -320,7 +319,7 @@ class _AsgiCall:
         """Send what is left of the answer and its status (CANCELLED if none was decided)."""
         trailers = self._trailers
         if trailers is None:
-            trailers = wire.trailers(CANCELLED, "Cancelled", ())
+            trailers = wire.trailers(wire.CANCELLED, "Cancelled", ())
         with contextlib.suppress(Exception):  # the client has gone: nothing can reach it
             await self._start()
             await self._send({"type": "http.response.body", "body": self._answer})

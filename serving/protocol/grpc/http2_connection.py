@@ -63,7 +63,6 @@ RESET_BURST, RESET_RATE_PER_S = 1000, 33.0
 # otherwise each hold a socket for ever.
 HANDSHAKE_TIMEOUT_S = 120.0
 
-CANCELLED, DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED = 1, 4, 8
 # The library's per-header checks of request headers cost about a tenth of a call's CPU (profiled
 # on h2, whose checks jh2 keeps). They guard servers that forward headers into HTTP/1.1, where a
 # bad character can split a request; this listener forwards nothing: a header is metadata (a str
@@ -306,7 +305,7 @@ class GrpcHttp2Connection(asyncio.Protocol):
             if call.timer is not None:
                 call.timer.cancel()
             if not call.done and call.stream_id in self._calls:  # cancelled without an answer
-                call.status(CANCELLED, "Cancelled")
+                call.status(wire.CANCELLED, "Cancelled")
             self.flush_soon()
             self._update_idle()
 
@@ -583,7 +582,7 @@ class _Call:
     def expire(self) -> None:
         """The client's deadline passed: it gets DEADLINE_EXCEEDED and the work stops."""
         self.timer = None
-        self.status(DEADLINE_EXCEEDED, "Deadline Exceeded")
+        self.status(wire.DEADLINE_EXCEEDED, "Deadline Exceeded")
         self.stop_work()
 
     def stop_work(self) -> None:

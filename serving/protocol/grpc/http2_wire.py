@@ -16,8 +16,8 @@ from typing import Any
 MESSAGE_PREFIX = struct.Struct(">BI")  # compressed flag, message length
 PREFIX_BYTES = MESSAGE_PREFIX.size
 COMPRESSED = 1
-# gRPC status codes this layer ends calls with.
-RESOURCE_EXHAUSTED, UNIMPLEMENTED, INTERNAL = 8, 12, 13
+# gRPC status codes the listeners end calls with (grpc's numbering).
+CANCELLED, DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED, UNIMPLEMENTED, INTERNAL = 1, 4, 8, 12, 13
 
 # Header names grpc reserves for itself: never handed to a servicer as invocation metadata.
 RESERVED = frozenset((b"content-type", b"te", b"grpc-timeout", b"grpc-encoding",
