@@ -86,7 +86,7 @@ def test_a_unary_call_whose_client_resets_it_or_leaves_never_runs(
             other = RawGrpc("127.0.0.1", _port(slow_server))
             second = other.open(INFER)
             other.send(second, grpc_message(_sleep_request(10)), end=True)
-            _wait_until(lambda: queued() == 1)  # one runs, the other waits behind it
+            _wait_until(lambda: _one_waits_behind_a_running_call(queued))
             if how == "reset":
                 other.reset(second)
             other.close()
@@ -96,6 +96,17 @@ def test_a_unary_call_whose_client_resets_it_or_leaves_never_runs(
     assert int(after["execution_count"]) - int(before.get("execution_count", 0)) == 1
     failed = [int(s["inference_stats"]["fail"].get("count", 0)) for s in (before, after)]
     assert failed[1] == failed[0] + 1
+
+
+def _one_waits_behind_a_running_call(queued: Any) -> bool:
+    # One queued on two readings 0.3 s apart. An idle instance takes a queued call at once, so
+    # that one is the second call, behind the first that runs; a single reading can catch the
+    # first on its way to the instance before the second has arrived, and the client would then
+    # leave before its call was queued.
+    if queued() != 1:
+        return False
+    time.sleep(0.3)
+    return bool(queued() == 1)
 
 
 def _unfinished_message(raw: RawGrpc, size: int) -> int:
