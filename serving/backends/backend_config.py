@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping
 
 from tritonclient.grpc import model_config_pb2
 
+from serving.backends.thread_priority import MAX_NICE
 from serving.core.model_spec import ModelSpec
 
 FLAG = "--backend-config"
@@ -29,6 +30,7 @@ BACKEND_SETTINGS: dict[str, dict[str, str]] = {
         "graph_optimization_level": "integer",
         "enable_mem_arena": "boolean",
         "allow_spinning": "boolean",
+        "thread_pool_nice": "nice",
     },
     "pytorch": {"intra_op_thread_count": "count"},
     "python": {
@@ -108,3 +110,5 @@ def _check_value(kind: str, value: str) -> None:
         raise ValueError(f"must be {expected}, got '{value}'") from None
     if kind in ("count", "seconds") and number < 0:
         raise ValueError(f"must not be negative, got '{value}'")
+    if kind == "nice" and not 0 <= number <= MAX_NICE:
+        raise ValueError(f"must be from 0 to {MAX_NICE}, got '{value}'")

@@ -4,9 +4,10 @@ Runs on the CPU execution provider; a GPU placement runs on the CUDA provider (a
 the config asks for it in ``optimization.execution_accelerators``, see ``ort_providers``), and
 fails to load, never falls back to the CPU, where the runtime has no CUDA. Sessions
 are sized by the instance's placement (intra-op threads) and config ``parameters``:
-``intra_op_thread_count``, ``inter_op_thread_count``, ``enable_mem_arena``, ``allow_spinning``
-and ``graph_optimization_level`` (same meaning as ``optimization.graph.level``: -1 basic, 1
-extended, otherwise all). Only the outputs a batch asked for are computed.
+``intra_op_thread_count``, ``inter_op_thread_count``, ``enable_mem_arena``, ``allow_spinning``,
+``thread_pool_nice`` and ``graph_optimization_level`` (same meaning as
+``optimization.graph.level``: -1 basic, 1 extended, otherwise all). Only the outputs a batch asked
+for are computed.
 """
 
 from __future__ import annotations
@@ -22,10 +23,16 @@ from serving.backends.artifacts import engine_cache_dir, model_file
 from serving.backends.base import ExecuteResult, ModelInstance, TensorInfo
 from serving.backends.batching import BatchExecutor
 from serving.backends.registry import bool_parameter, int_parameter
+from serving.backends.thread_priority import MAX_NICE, built_at_nice
 from serving.core.types import InferRequest
 from serving.errors import InvalidArgumentError, UnavailableError
 
 CPU_PROVIDER = "CPUExecutionProvider"
+
+# ORT's pool threads spin between runs; at this nice value above the serving process's they spin
+# only on cores nothing else wants, so under load the protocol work gets the cores and a lone
+# client keeps the spin's latency (docs/backends.md has the figures; 0 turns it off).
+DEFAULT_THREAD_POOL_NICE = 10
 
 ORT_TO_WIRE = {
     "tensor(bool)": "BOOL",
@@ -59,9 +66,16 @@ class OnnxRuntimeInstance(ModelInstance):
         path = model_file(self.spec, "model.onnx")
         if path.is_dir():
             path = path / "model.onnx"
+        nice = self._thread_pool_nice()
         try:
-            self._session = ort.InferenceSession(
-                str(path), sess_options=self._session_options(), providers=self._providers()
+            # ORT creates its pool threads with the session: built at ``thread_pool_nice``,
+            # they run at that priority, and the threads that call ``run`` keep theirs.
+            self._session = built_at_nice(
+                lambda: ort.InferenceSession(
+                    str(path), sess_options=self._session_options(), providers=self._providers()
+                ),
+                nice,
+                name=f"load-{self.spec.name}",
             )
         except Exception as error:  # noqa: BLE001 - ORT raises its own exception types
             raise UnavailableError(
@@ -174,6 +188,18 @@ class OnnxRuntimeInstance(ModelInstance):
                 )
         options.log_severity_level = 3
         return options
+
+    def _thread_pool_nice(self) -> int:
+        config = self.spec.config
+        nice = int_parameter(config, "thread_pool_nice")
+        if nice is None:
+            return DEFAULT_THREAD_POOL_NICE
+        if not 0 <= nice <= MAX_NICE:
+            raise UnavailableError(
+                f"model '{config.name}': parameter 'thread_pool_nice' must be from 0 to "
+                f"{MAX_NICE}, got '{nice}'"
+            )
+        return nice
 
     def _providers(self) -> list[str | tuple[str, dict[str, str]]]:
         if self.placement.kind != "KIND_GPU":

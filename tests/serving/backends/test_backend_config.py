@@ -49,6 +49,8 @@ def test_entries_parse_into_a_table_per_backend() -> None:
         ("onnxruntime,intra_op_thread_count=two", "must be an integer, got 'two'"),
         ("onnxruntime,intra_op_thread_count=-1", "must not be negative"),
         ("python,execute_timeout_s=soon", "must be a number of seconds"),
+        ("onnxruntime,thread_pool_nice=20", "must be from 0 to 19, got '20'"),
+        ("onnxruntime,thread_pool_nice=-2", "must be from 0 to 19, got '-2'"),
     ],
 )
 def test_a_bad_entry_is_refused_by_name(entry: str, message: str) -> None:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import os
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -11,8 +13,9 @@ import onnxruntime as ort
 import pytest
 
 from repository import demo_models
+from serving.backends import thread_priority
 from serving.backends.base import InstancePlacement
-from serving.backends.onnxruntime import OnnxRuntimeInstance
+from serving.backends.onnxruntime import DEFAULT_THREAD_POOL_NICE, OnnxRuntimeInstance
 from serving.core.types import InferRequest, InferResponse, RequestedOutput
 from serving.errors import ErrorCode, ServingError, UnavailableError
 from tests.gpu_requirement import ort_provider_missing, require_gpu
@@ -320,3 +323,47 @@ def test_a_yes_no_parameter_with_another_word_fails_the_load_by_name(
         UnavailableError, match=f"parameter '{key}' must be true or false, got 'sometimes'"
     ):
         _session_options(tmp_path, f"{key}=sometimes")
+
+
+def _thread_ids() -> set[int]:
+    return {int(tid) for tid in os.listdir("/proc/self/task")}
+
+
+@pytest.mark.skipif(not thread_priority.supported(), reason="per-thread nice values are Linux's")
+@pytest.mark.parametrize(("value", "nice"), [(None, DEFAULT_THREAD_POOL_NICE), ("0", 0), ("7", 7)])
+def test_thread_pool_nice_lowers_the_priority_of_ort_s_pool_threads_alone(
+    tmp_path: Path, value: str | None, nice: int
+) -> None:
+    # Two intra-op threads: ORT starts one pool thread with the session (the caller of ``run``
+    # is the other). It runs at the loading thread's nice value plus ``thread_pool_nice``
+    # (10 unless the config says otherwise).
+    model_dir = demo_models.write_onnx_identity(tmp_path)
+    edit = (
+        f'parameters {{ key: "thread_pool_nice" value {{ string_value: "{value}" }} }}\n'
+        if value is not None
+        else ""
+    )
+    own = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    before = _thread_ids()
+    placement = dataclasses.replace(CPU, intra_op_threads=2)
+    instance = OnnxRuntimeInstance(spec_for(model_dir, edit=edit), placement)
+    instance.load()
+    try:
+        started = _thread_ids() - before
+        assert started, "ORT started no pool thread"
+        assert {os.getpriority(os.PRIO_PROCESS, tid) for tid in started} == {min(19, own + nice)}
+        assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == own
+        data = np.arange(16, dtype=np.float32).reshape(1, 16)
+        [result] = instance.execute([InferRequest(model_name="m", inputs={"INPUT0": data})])
+        assert isinstance(result, InferResponse)
+        np.testing.assert_array_equal(result.outputs["OUTPUT0"], data)
+    finally:
+        instance.unload()
+
+
+@pytest.mark.parametrize("value", ["20", "-1", "low"])
+def test_a_thread_pool_nice_outside_0_to_19_fails_the_load_by_name(
+    tmp_path: Path, value: str
+) -> None:
+    with pytest.raises(UnavailableError, match="parameter 'thread_pool_nice' must be"):
+        _session_options(tmp_path, f"thread_pool_nice={value}")
