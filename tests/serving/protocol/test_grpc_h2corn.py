@@ -73,40 +73,34 @@ def slow_server(tmp_path: Path) -> Any:
 def test_a_unary_call_whose_client_resets_it_or_leaves_never_runs(
     slow_server: ServingProcess, how: str
 ) -> None:
-    # One instance: one call runs for 3 s, the other waits behind it, and its client resets
+    # One instance: one call runs for 5 s, the other waits behind it, and its client resets
     # it (RST_STREAM) or closes its connection while it waits. It is dropped from the queue and
-    # counted failed, never run; the first is answered. (3 s: on a loaded machine the reset
-    # must reach the queue before the first call ends, or the second would run.)
+    # counted failed, never run; the first is answered.
     with grpcclient.InferenceServerClient(slow_server.grpc_url) as client:
         before = client.get_inference_statistics("sleep", as_json=True)["model_stats"][0]
         queued = functools.partial(_queue_depth, slow_server.ports.metrics, "sleep")
         with RawGrpc("127.0.0.1", _port(slow_server)) as raw:
             first = raw.open(INFER)
-            raw.send(first, grpc_message(_sleep_request(3000)), end=True)
-            other = RawGrpc("127.0.0.1", _port(slow_server))
-            second = other.open(INFER)
-            other.send(second, grpc_message(_sleep_request(10)), end=True)
-            _wait_until(lambda: _one_waits_behind_a_running_call(queued))
-            if how == "reset":
-                other.reset(second)
-            other.close()
-            _wait_until(lambda: queued() == 0)  # dropped while the first still runs
+            raw.send(first, grpc_message(_sleep_request(5000)), end=True)
+            # NOTE: the second call is sent only once the first runs (it has arrived, then left
+            # the queue for the idle instance), so the one call seen queued below is the second.
+            # "1 queued" alone could be the first on its way to the instance, and a second
+            # that arrived after the client left would run.
+            time.sleep(0.5)
+            _wait_until(lambda: queued() == 0)
+            with RawGrpc("127.0.0.1", _port(slow_server)) as other:
+                second = other.open(INFER)
+                other.send(second, grpc_message(_sleep_request(10)), end=True)
+                _wait_until(lambda: queued() == 1)  # waiting behind the first
+                if how == "reset":
+                    other.reset(second)
+            # the client has closed its connection: the call is dropped while the first runs
+            _wait_until(lambda: queued() == 0)
             assert raw.wait(first).grpc_status == 0
         after = client.get_inference_statistics("sleep", as_json=True)["model_stats"][0]
     assert int(after["execution_count"]) - int(before.get("execution_count", 0)) == 1
     failed = [int(s["inference_stats"]["fail"].get("count", 0)) for s in (before, after)]
     assert failed[1] == failed[0] + 1
-
-
-def _one_waits_behind_a_running_call(queued: Any) -> bool:
-    # One queued on two readings 0.3 s apart. An idle instance takes a queued call at once, so
-    # that one is the second call, behind the first that runs; a single reading can catch the
-    # first on its way to the instance before the second has arrived, and the client would then
-    # leave before its call was queued.
-    if queued() != 1:
-        return False
-    time.sleep(0.3)
-    return bool(queued() == 1)
 
 
 def _unfinished_message(raw: RawGrpc, size: int) -> int:
