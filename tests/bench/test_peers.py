@@ -65,3 +65,31 @@ def test_a_grpc_variant_gets_its_own_row_and_ratios() -> None:
                                               for line in ratios.splitlines()[2:])}  # fmt: skip
     assert rows["Portico, gRPC on h2corn ÷ Portico HTTP"] == ["0.90", "≥ 0.9"]
     assert rows["Portico, gRPC on h2corn ÷ PyTriton gRPC"] == ["3.60", "≥ 1.5"]
+
+
+def test_the_grpc_http_ratio_also_gives_each_rounds_own() -> None:
+    points = [{**point, "round": index // 4} for index, point in enumerate(_rounds()[:12])]
+    points[4]["infer_per_s"] = 9000.0  # round 2's HTTP: its own ratio is 3000 / 9000
+    _, ratios = peers.table(points)
+    row = next(line for line in ratios.splitlines() if "Portico gRPC ÷ Portico HTTP" in line)
+    # Medians: gRPC 2,000/s, HTTP 4,000/s over the rounds; per round 0.50, 0.33, 0.50.
+    assert "0.50 (rounds: 0.50, 0.33, 0.50; median 0.50)" in row
+
+
+def test_each_protocol_gets_a_fresh_server_in_alternating_order(monkeypatch, tmp_path) -> None:
+    calls = []
+
+    def harness(work, servers, protocols, model, concurrency, window_ms, reverse, env=None):
+        calls.append((servers, protocols, model))
+        return [{"server": servers.split(",")[0], "proto": protocols, "model": model}]
+
+    monkeypatch.setattr(peers, "_run", harness)
+    forward = peers.run_round(tmp_path, reverse=False, window_ms=1000, index=0)
+    first = calls[:]
+    calls.clear()
+    backward = peers.run_round(tmp_path, reverse=True, window_ms=1000, index=1)
+    assert all("," not in protocols for _, protocols, _ in first + calls)  # one per server start
+    portico_first = [p for s, p, m in first if s.startswith(peers.PORTICO) and m == "mlp"]
+    portico_back = [p for s, p, m in calls if s.startswith(peers.PORTICO) and m == "mlp"]
+    assert portico_first == ["grpc", "http-bin"] and portico_back == ["http-bin", "grpc"]
+    assert {p["round"] for p in forward} == {0} and {p["round"] for p in backward} == {1}
