@@ -57,7 +57,13 @@ def test_runplatform_serves_the_demo_models_and_stops_everything_on_sigterm(
         console = f"http://127.0.0.1:{ports['console']}/login/"
         deadline = time.monotonic() + 240
         # The console and serving start side by side: on a busy machine either may answer last.
-        while _status(f"{serving}/v2/models/pipeline/ready") != 200 or _status(console) != 200:
+        # A model's readiness answers as soon as the HTTP port listens; the server's readiness
+        # waits for every listener, the metrics port (bound last) included.
+        while (
+            _status(f"{serving}/v2/models/pipeline/ready") != 200
+            or _status(f"{serving}/v2/health/ready") != 200
+            or _status(console) != 200
+        ):
             assert platform.poll() is None, log_path.read_text()
             assert time.monotonic() < deadline, "the demo pipeline or the console never answered"
             time.sleep(0.5)
