@@ -9,10 +9,10 @@ over the rounds and rewrites its section of docs/benchmarks.md.
 
 Each protocol is measured on its own freshly started server, gRPC first in one round and HTTP first
 in the next. On one server one after the other, the second protocol would always meet a warm
-process (its allocator, caches and lazily made objects) and the first never would, which skews the
-gRPC ÷ HTTP ratio the issue sets a target for. That ratio is also given per round (the two
-protocols measured minutes apart, under the same spell of the shared machine), so its spread shows
-beside its median.
+process and the first never would, a bias in the gRPC ÷ HTTP ratio the issue sets a target for
+(the first such run, on 2026-12-05, found the rounds' spread larger than any such bias:
+docs/benchmarks.md). That ratio is also given per round (the two protocols measured minutes
+apart, under the same spell of the shared machine), so its spread shows beside its median.
 
 ``--grpc-workers N`` and ``--grpc-transport h2`` (the listener before h2corn became the default)
 each add a row: Portico's gRPC measured once more, served that way.
