@@ -4,23 +4,30 @@ An idle instance's worker takes the forming lock and walks the priority queue fr
 accumulating whole requests. It sends the largest preferred size it can reach, or what is there
 once the batch cannot grow or the oldest request has waited ``max_queue_delay_microseconds``;
 otherwise it waits for an arrival or the delay. Every batch records why it was released.
+
+A busy instance's next batch is formed on its own executor thread the moment its batch ends
+(``BatchExecutor.run_chain``), by the same rules, so under load the instance does not idle
+through a round trip to the event loop between batches. The queue is therefore shared with that
+thread: every look at it or change to it holds ``_queue_lock``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import threading
 import time
 from collections.abc import Hashable, Sequence
 
-from serving.backends.base import ModelInstance
+from serving.backends.base import ExecuteResult, ModelInstance
 from serving.core.model_spec import ModelSpec
 from serving.core.statistics import ModelStatistics
 from serving.core.types import InferRequest
-from serving.errors import UnavailableError
+from serving.errors import InternalError, UnavailableError
+from serving.schedulers.execution import BatchTiming, ChainedBatch
 from serving.schedulers.pending import Pending
 from serving.schedulers.priority_queue import TIMEOUT_MESSAGE, PriorityQueue
-from serving.schedulers.queued import QueuedScheduler, wait_until_set
+from serving.schedulers.queued import QueuedScheduler, logger, wait_until_set
 
 # Why a batch left the queue (the release-reason counter's label values).
 PREFERRED_SIZE = "preferred_size"  # the batch reached a preferred batch size
@@ -69,6 +76,9 @@ class DynamicBatcher(QueuedScheduler):
         self._largest_preferred = max(self._preferred)
         self._delay_ns = int(batching.max_queue_delay_microseconds) * 1000
         self._form_lock: asyncio.Lock | None = None
+        # NOTE: a threading lock, not an asyncio one: the executor threads take batches too.
+        self._queue_lock = threading.Lock()
+        self._chaining = False  # executor threads may take batches (until stop's drain ends)
         inputs = spec.config.input
         # Inputs whose shapes must agree inside a batch: variable dims not declared ragged.
         self._shape_inputs = tuple(
@@ -81,7 +91,14 @@ class DynamicBatcher(QueuedScheduler):
 
     async def start(self) -> None:
         self._form_lock = asyncio.Lock()
+        self._chaining = True
         await super().start()
+
+    def _drain_ended(self) -> None:
+        # Taken under the lock: a thread inside ``_take_ready`` finishes before this returns, and
+        # none starts after, so what stop() answers next is final.
+        with self._queue_lock:
+            self._chaining = False
 
     @property
     def queue_depth(self) -> int:
@@ -90,7 +107,8 @@ class DynamicBatcher(QueuedScheduler):
     # -- queue ------------------------------------------------------------------------------
 
     def _enqueue(self, pending: Pending) -> None:
-        timeout_us = self._queue.push(pending)
+        with self._queue_lock:
+            timeout_us = self._queue.push(pending)
         if timeout_us:
             pending.deadline_ns = pending.enqueue_ns + timeout_us * 1000
             loop = asyncio.get_running_loop()
@@ -98,19 +116,24 @@ class DynamicBatcher(QueuedScheduler):
 
     def _expire(self, pending: Pending) -> None:
         pending.timer = None
-        if not pending.queued:
-            return
-        if self._queue.expire(pending):
-            pending.queued = False
+        with self._queue_lock:
+            if not pending.queued:  # an executor thread took it as the timer fired
+                return
+            rejected = self._queue.expire(pending)
+            if rejected:
+                pending.queued = False
+        if rejected:
             self._update_pending_count()
             self._finish(pending, UnavailableError(TIMEOUT_MESSAGE), reason="REJECTED")
         self._wake()
 
     def _remove(self, pending: Pending) -> bool:
-        return self._queue.remove(pending)
+        with self._queue_lock:
+            return self._queue.remove(pending)
 
     def _drain_queue(self) -> list[Pending]:
-        return self._queue.drain()
+        with self._queue_lock:
+            return self._queue.drain()
 
     # -- batch formation --------------------------------------------------------------------
 
@@ -119,12 +142,71 @@ class DynamicBatcher(QueuedScheduler):
         async with self._form_lock:
             while True:
                 self._wakeup.clear()
-                batch, reason, wait_s = self._form(time.monotonic_ns())
-                if batch:
+                with self._queue_lock:
+                    batch, reason, wait_s = self._form(time.monotonic_ns())
                     for pending in batch:
                         self._queue.remove(pending)
+                        pending.queued = False
+                if batch:
                     return batch, reason
                 await wait_until_set(self._wakeup, wait_s)
+
+    # -- running batches back to back -------------------------------------------------------
+
+    async def _execute(self, instance: ModelInstance, batch: list[Pending], reason: str) -> None:
+        requests = [pending.request for pending in batch]
+        if self._executor.runs_inline(instance, requests):
+            await super()._execute(instance, batch, reason)
+            return
+        first = self._chained(batch, requests, reason, time.monotonic_ns())
+        # NOTE: kept in ``_executing`` if this worker is cancelled mid-chain: stop() answers them.
+        self._executing.update(batch)
+        await self._executor.run_chain(
+            instance, first, take_next=self._take_ready, deliver=self._deliver_chained
+        )
+
+    def _chained(
+        self, batch: list[Pending], requests: list[InferRequest], reason: str, start_ns: int
+    ) -> ChainedBatch:
+        size = sum(pending.batch_size for pending in batch)
+        return ChainedBatch(requests, size, reason, start_ns, batch)
+
+    def _take_ready(self) -> ChainedBatch | None:
+        """On an executor thread whose batch just ended: the batch the queue would release now,
+        taken out of it, or None (nothing queued, or it must wait for more or for its delay;
+        the worker's own wait on the loop handles that)."""
+        with self._queue_lock:
+            if not self._chaining:
+                return None
+            now_ns = time.monotonic_ns()
+            batch, reason, _ = self._form(now_ns)
+            if not batch:
+                return None
+            for pending in batch:
+                self._queue.remove(pending)
+                pending.queued = False
+            # NOTE: one set operation, atomic under the GIL; stop() reads the set only after
+            # ``_drain_ended`` has closed this path.
+            self._executing.update(batch)
+            self._update_pending_count()  # one attribute written: safe from this thread
+        return self._chained(batch, [pending.request for pending in batch], reason, now_ns)
+
+    def _deliver_chained(
+        self, chained: ChainedBatch, results: list[ExecuteResult], timing: BatchTiming
+    ) -> None:
+        """On the loop, for each batch of a chain as it ends (``BatchExecutor.run_chain``)."""
+        batch: list[Pending] = chained.batch
+        self._executing.difference_update(batch)
+        if not self._chaining:  # past stop's drain: stop() may have answered some already
+            kept = [i for i, pending in enumerate(batch) if pending.outcome is None]
+            batch, results = [batch[i] for i in kept], [results[i] for i in kept]
+        try:
+            self._deliver(batch, results, timing)
+        except Exception as exc:  # noqa: BLE001 - as in the worker: answer, never leave hanging
+            logger.exception("model '%s': a batch's results could not be delivered", self.spec.name)
+            error = InternalError(f"model '{self.spec.name}': scheduling failed: {exc}")
+            for pending in batch:
+                self._finish(pending, error, reason="OTHER")
 
     def _form(self, now_ns: int) -> tuple[list[Pending], str, float | None]:
         """The batch to send now and why, or nothing and how long to wait (None: until woken)."""

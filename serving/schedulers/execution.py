@@ -1,24 +1,28 @@
 """Running a batch on an instance: the one thread hop, its timing and the statistics it records.
 
-Every scheduler sends blocking ``execute_checked`` calls through ``BatchExecutor.run``; nothing
-else in the schedulers touches threads. The pool has one thread per instance, because an instance
-executes one batch at a time and more threads would only queue behind it. Cheap runs skip the hop
-and run on the loop (``serving.schedulers.inline``).
+Every scheduler sends blocking ``execute_checked`` calls through ``BatchExecutor.run`` or
+``run_chain``; nothing else in the schedulers touches threads. The pool has one thread per
+instance, because an instance executes one batch at a time and more threads would only queue
+behind it. Cheap runs skip the hop and run on the loop (``serving.schedulers.inline``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 from serving.backends.base import ExecuteResult, ModelInstance
 from serving.core.statistics import ModelStatistics
 from serving.core.types import InferRequest, InferResponse
 from serving.errors import InternalError, ServingError
 from serving.schedulers.inline import DEFAULT_BUDGET_US, InlineEstimate
+
+logger = logging.getLogger("serving.schedulers")
 
 
 # NOTE: not frozen: one is made per execution, and a frozen dataclass's __init__ (one
@@ -36,6 +40,25 @@ class BatchTiming:
     compute_input_ns: int
     compute_infer_ns: int
     compute_output_ns: int
+
+
+@dataclasses.dataclass(slots=True)
+class ChainedBatch:
+    """One batch of a chain (``BatchExecutor.run_chain``): what runs, and what the scheduler needs
+    back with its results. ``start_ns`` is when it left the queue; ``batch`` is the scheduler's own
+    handle on its requests (its ``Pending`` list), handed back untouched."""
+
+    requests: list[InferRequest]
+    batch_size: int
+    release_reason: str
+    start_ns: int
+    batch: Any
+
+
+# What one execution on the thread gives back: the results or the whole batch's exception, and
+# when the call began and ended.
+_Outcome = tuple[list[ExecuteResult] | Exception, int, int]
+Deliver = Callable[[ChainedBatch, list[ExecuteResult], BatchTiming], None]
 
 
 def _timed_execute(
@@ -126,6 +149,53 @@ class BatchExecutor:
             return self._failed(exc, start, len(requests))
         return self._record(requests, start, outcome, batch_size, release_reason, padding)
 
+    async def run_chain(
+        self,
+        instance: ModelInstance,
+        first: ChainedBatch,
+        *,
+        take_next: Callable[[], ChainedBatch | None],
+        deliver: Deliver,
+    ) -> None:
+        """Run ``first`` on the instance's thread and, on that same thread, every batch
+        ``take_next`` hands over the moment the one before it ends; return when it hands none.
+
+        This is Triton's dynamic batcher keeping the next batch ready for a busy instance: the
+        next batch starts without a round trip through the event loop, which under load costs
+        the instance a wait for the loop and for the GIL on the way back and again on the way
+        out. ``take_next`` runs on the executor thread, so it must be thread-safe; it is asked
+        after each batch and ends the chain by returning None. Each batch's results go to
+        ``deliver`` on the loop as soon as that batch ends, not when the chain does.
+        """
+        loop = asyncio.get_running_loop()
+
+        def post(batch: ChainedBatch, outcome: _Outcome) -> None:
+            try:
+                loop.call_soon_threadsafe(self._delivered, batch, outcome, deliver)
+            except RuntimeError:  # the loop closed under a thread left running by a stop
+                logger.warning("model '%s': a batch ended after the loop closed", self.model_name)
+
+        await loop.run_in_executor(self._pool, _execute_chain, instance, first, take_next, post)
+
+    def _delivered(self, batch: ChainedBatch, outcome: _Outcome, deliver: Deliver) -> None:
+        """On the loop: time and count one batch of a chain, then hand its results over."""
+        results, began, ended = outcome
+        if isinstance(results, Exception):
+            failed, timing = self._failed(results, batch.start_ns, len(batch.requests))
+            timing.compute_input_ns = began - batch.start_ns
+            timing.compute_infer_ns = ended - began
+            deliver(batch, failed, timing)
+            return
+        recorded, timing = self._record(
+            batch.requests,
+            batch.start_ns,
+            (results, began, ended),
+            batch.batch_size,
+            batch.release_reason,
+            frozenset(),
+        )
+        deliver(batch, recorded, timing)
+
     def _failed(
         self, exc: Exception, start: int, count: int
     ) -> tuple[list[ExecuteResult], BatchTiming]:
@@ -167,3 +237,20 @@ class BatchExecutor:
     def shutdown(self) -> None:
         # NOTE: a thread stuck in a backend cannot be interrupted; it is left to finish on its own.
         self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _execute_chain(
+    instance: ModelInstance,
+    batch: ChainedBatch | None,
+    take_next: Callable[[], ChainedBatch | None],
+    post: Callable[[ChainedBatch, _Outcome], None],
+) -> None:
+    """The executor thread's side of ``BatchExecutor.run_chain``."""
+    while batch is not None:
+        began = time.monotonic_ns()
+        try:
+            results: list[ExecuteResult] | Exception = instance.execute_checked(batch.requests)
+        except Exception as exc:  # noqa: BLE001 - fanned out to every request of the batch
+            results = exc
+        post(batch, (results, began, time.monotonic_ns()))
+        batch = take_next()

@@ -106,6 +106,7 @@ class QueuedScheduler(Scheduler, abc.ABC):
             self._drained = asyncio.get_running_loop().create_future()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._drained, timeout=drain_timeout_s)
+        self._drain_ended()
         for worker in self._workers:
             worker.cancel()
         await asyncio.gather(*self._workers, return_exceptions=True)
@@ -121,6 +122,9 @@ class QueuedScheduler(Scheduler, abc.ABC):
         return self._in_flight
 
     # -- what subclasses provide ------------------------------------------------------------
+
+    def _drain_ended(self) -> None:
+        """Stop's drain is over: from here nothing may start a batch off the loop."""
 
     @abc.abstractmethod
     def _enqueue(self, pending: Pending) -> None:
