@@ -110,7 +110,7 @@ def _write(
         throughputs = [load.throughput_per_s for load in loads]
         rows.append([
             label, protocol.upper(),
-            f"{statistics.median(throughputs):.0f}{report.mark(loads[0])}",
+            f"{statistics.median(throughputs):.0f}{_unstable_mark(loads)}",
             f"{statistics.median(load.p50_us for load in loads):.0f}",
             f"{statistics.median(m['handoff_us'] for m in measured):.0f}",
             " / ".join(f"{t:.0f}" for t in throughputs),
@@ -129,13 +129,18 @@ def _write(
         f"with delay 0, one instance), {CONCURRENCY} clients sending batch-1 requests, median of "
         f"{rounds} alternating round(s)"
         + (f"; the baseline tree is at {_commit(baseline)}" if baseline else "")
-        + ". The third column is the statistics' `compute_input`: how long a batch waited "
-        "between leaving the queue and starting on the instance's thread.",
+        + ". \"Queue exit → run start\" is the statistics' `compute_input`: how long a batch "
+        "waited between leaving the queue and starting on the instance's thread.",
         report.unstable_note(everything),
         "Reproduce: `PERF_ANALYZER=/path/to/perf_analyzer python -m bench.device_standin "
         "[--baseline ../before]`",
     ])  # fmt: skip
     report.write_section("device-standin", body)
+
+
+def _unstable_mark(loads: list[perf_analyzer.LoadResult]) -> str:
+    """'†' after a median that some unstable measurement went into."""
+    return next((report.mark(load) for load in loads if report.mark(load)), "")
 
 
 def _commit(tree: Path) -> str:

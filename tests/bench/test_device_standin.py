@@ -1,5 +1,6 @@
 """The device stand-in benchmark: its model, and the table it writes."""
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -46,3 +47,9 @@ def test_the_table_gives_medians_each_round_and_the_baseline_commit(
     assert "| this tree | HTTP | 8000 | 7500 | 26 | 8000 / 8200 / 7900 |" in text
     assert "| baseline | HTTP | 5400 | 11600 | 720 | 5300 / 5400 / 5500 |" in text
     assert "the baseline tree is at `" in text and "median of 3 alternating round(s)" in text
+
+
+def test_a_median_with_an_unstable_round_is_marked() -> None:
+    steady, shaky = load(8000, 7500), dataclasses.replace(load(7000, 8000), stable=False)
+    assert device_standin._unstable_mark([steady, steady]) == ""
+    assert device_standin._unstable_mark([steady, shaky, steady]) == " †"

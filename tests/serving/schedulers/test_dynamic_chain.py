@@ -128,7 +128,7 @@ async def test_batches_taken_on_the_thread_follow_max_batch_size_and_are_counted
 
 async def test_the_thread_leaves_a_batch_that_must_wait_for_its_queue_delay() -> None:
     scheduler, [instance] = await started(
-        config("preferred_batch_size: [4] max_queue_delay_microseconds: 300000")
+        config("preferred_batch_size: [4] max_queue_delay_microseconds: 1000000")
     )
     held = await holding(scheduler, instance)
     tasks = await queued(scheduler, "a")
@@ -144,13 +144,13 @@ async def test_the_thread_leaves_a_batch_that_must_wait_for_its_queue_delay() ->
 
 async def test_a_request_taken_by_the_thread_is_not_rejected_when_its_queue_timeout_fires() -> None:
     scheduler, [instance] = await started(
-        config("default_queue_policy { default_timeout_microseconds: 100000 }", max_batch=1)
+        config("default_queue_policy { default_timeout_microseconds: 500000 }", max_batch=1)
     )
     held = await holding(scheduler, instance)
     tasks = await queued(scheduler, "a")
     instance.permits.release()
     await until(lambda: len(instance.batches) == 2)
-    await asyncio.sleep(0.3)  # the timer fires while "a" runs
+    await asyncio.sleep(0.8)  # the timer fires while "a" runs
     instance.permits.release()
     results = await asyncio.gather(held, *tasks)
     assert [r.id for r in results] == ["hold", "a"]
