@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import subprocess
 import sys
 import tempfile
 import textwrap
@@ -110,7 +109,7 @@ def _write(
         throughputs = [load.throughput_per_s for load in loads]
         rows.append([
             label, protocol.upper(),
-            f"{statistics.median(throughputs):.0f}{_unstable_mark(loads)}",
+            f"{statistics.median(throughputs):.0f}{report.mark_any(loads)}",
             f"{statistics.median(load.p50_us for load in loads):.0f}",
             f"{statistics.median(m['handoff_us'] for m in measured):.0f}",
             " / ".join(f"{t:.0f}" for t in throughputs),
@@ -128,7 +127,7 @@ def _write(
         f"A Python model that sleeps {EXECUTE_MS} ms per batch (max batch 16, dynamic batching "
         f"with delay 0, one instance), {CONCURRENCY} clients sending batch-1 requests, median of "
         f"{rounds} alternating round(s)"
-        + (f"; the baseline tree is at {_commit(baseline)}" if baseline else "")
+        + (f"; the baseline tree is at `{report.tree_commit(baseline)}`" if baseline else "")
         + ". \"Queue exit → run start\" is the statistics' `compute_input`: how long a batch "
         "waited between leaving the queue and starting on the instance's thread.",
         report.unstable_note(everything),
@@ -136,20 +135,6 @@ def _write(
         "[--baseline ../before]`",
     ])  # fmt: skip
     report.write_section("device-standin", body)
-
-
-def _unstable_mark(loads: list[perf_analyzer.LoadResult]) -> str:
-    """'†' after a median that some unstable measurement went into."""
-    return next((report.mark(load) for load in loads if report.mark(load)), "")
-
-
-def _commit(tree: Path) -> str:
-    """The tree's commit, as the table names it."""
-    found = subprocess.run(
-        ["git", "-C", str(tree), "rev-parse", "--short", "HEAD"],
-        capture_output=True, text=True, check=False,
-    )  # fmt: skip
-    return f"`{found.stdout.strip()}`" if found.returncode == 0 else f"`{tree.name}`"
 
 
 def main(argv: list[str]) -> None:

@@ -144,19 +144,15 @@ def _value(metric: str, result: Any) -> float:
     return float(result.p50_us if metric.endswith("µs") else result.throughput_per_s)
 
 
-def _mark(results: list[Any]) -> str:
-    """'†' after a median that some unstable measurement went into."""
-    measured = [r for r in results if not isinstance(r, ServerCpu)]
-    return next((report.mark(r) for r in measured if report.mark(r)), "")
-
-
 def _write(runs: dict[bool, list[dict[str, Any]]], rounds: int) -> None:
     rows = []
     for metric, protocol in runs[False][0]:
         off = statistics.median(_value(metric, r[(metric, protocol)]) for r in runs[False])
         on = statistics.median(_value(metric, r[(metric, protocol)]) for r in runs[True])
         added = (on - off) / off if "µs" in metric else (off - on) / off
-        marks = [_mark([r[(metric, protocol)] for r in runs[auth]]) for auth in (False, True)]
+        marks = [
+            report.mark_any([r[(metric, protocol)] for r in runs[auth]]) for auth in (False, True)
+        ]
         rows.append([metric, protocol.upper(), f"{off:.0f}{marks[0]}", f"{on:.0f}{marks[1]}",
                      f"{added * 100:+.1f} %"])  # fmt: skip
     everything = [result for mode in runs.values() for run in mode for result in run.values()

@@ -141,7 +141,7 @@ def main(argv: list[str] | None = None) -> None:
     if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
         raise SystemExit("bench.instructions needs valgrind (Debian: apt-get install valgrind)")
     trees: dict[str, Path | None] = {"this tree": ROOT}
-    trees.update({_commit(tree): tree for tree in args.baseline})
+    trees.update({report.tree_commit(tree): tree for tree in args.baseline})
     trees["floor"] = None
     counts: dict[tuple[str, str], int] = {}
     with tempfile.TemporaryDirectory() as folder:
@@ -214,14 +214,6 @@ def _body(trees: list[str], counts: dict[tuple[str, str], int], requests: int) -
         else f"Reproduce: `python -m bench.instructions --requests {requests}`",
     ]
     return "\n\n".join(parts)
-
-
-def _commit(tree: Path) -> str:
-    """The short commit a tree has checked out (how a table names its baseline)."""
-    found = subprocess.run(
-        ["git", "-C", str(tree), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
-    )
-    return found.stdout.strip() or "(not a git tree)"
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import platform
 import re
+import subprocess
 import time
 from pathlib import Path
 
@@ -41,6 +42,19 @@ def unstable_note(results: list[object]) -> str:
 def mark(result: object) -> str:
     """'†' after a figure whose measurement did not stabilise."""
     return "" if getattr(result, "stable", True) else " †"
+
+
+def mark_any(results: list[object]) -> str:
+    """'†' after a median that some unstable measurement went into."""
+    return next((mark(result) for result in results if mark(result)), "")
+
+
+def tree_commit(tree: Path) -> str:
+    """The short commit a tree has checked out (how a table names its baseline)."""
+    found = subprocess.run(
+        ["git", "-C", str(tree), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+    )
+    return found.stdout.strip() or "(not a git tree)"
 
 
 def write_section(name: str, body: str) -> None:

@@ -143,10 +143,7 @@ class DynamicBatcher(QueuedScheduler):
             while True:
                 self._wakeup.clear()
                 with self._queue_lock:
-                    batch, reason, wait_s = self._form(time.monotonic_ns())
-                    for pending in batch:
-                        self._queue.remove(pending)
-                        pending.queued = False
+                    batch, reason, wait_s = self._take(time.monotonic_ns())
                 if batch:
                     return batch, reason
                 await wait_until_set(self._wakeup, wait_s)
@@ -179,12 +176,9 @@ class DynamicBatcher(QueuedScheduler):
             if not self._chaining:
                 return None
             now_ns = time.monotonic_ns()
-            batch, reason, _ = self._form(now_ns)
+            batch, reason, _ = self._take(now_ns)
             if not batch:
                 return None
-            for pending in batch:
-                self._queue.remove(pending)
-                pending.queued = False
             # NOTE: one set operation, atomic under the GIL; stop() reads the set only after
             # ``_drain_ended`` has closed this path.
             self._executing.update(batch)
@@ -207,6 +201,14 @@ class DynamicBatcher(QueuedScheduler):
             error = InternalError(f"model '{self.spec.name}': scheduling failed: {exc}")
             for pending in batch:
                 self._finish(pending, error, reason="OTHER")
+
+    def _take(self, now_ns: int) -> tuple[list[Pending], str, float | None]:
+        """``_form``, with the batch taken out of the queue; the caller holds ``_queue_lock``."""
+        batch, reason, wait_s = self._form(now_ns)
+        for pending in batch:
+            self._queue.remove(pending)
+            pending.queued = False
+        return batch, reason, wait_s
 
     def _form(self, now_ns: int) -> tuple[list[Pending], str, float | None]:
         """The batch to send now and why, or nothing and how long to wait (None: until woken)."""
