@@ -115,6 +115,7 @@ class QueuedScheduler(Scheduler, abc.ABC):
         for pending in [*self._drain_queue(), *self._executing]:
             self._finish(pending, UnavailableError(STOPPING_MESSAGE), reason="OTHER")
         self._executing.clear()
+        self._update_pending_count()  # the queue is empty now: the gauge must not keep its depth
         self._executor.shutdown()
 
     @property
