@@ -142,7 +142,7 @@ async def test_stop_past_drain_timeout_fails_what_is_still_queued() -> None:
     scheduler = await started([instance])
     tasks = [asyncio.create_task(scheduler.infer(request(f"r{i}"))) for i in range(2)]
     await asyncio.sleep(0.01)
-    assert scheduler.statistics.pending_request_count == 1  # r1 waits behind r0
+    assert scheduler.statistics.pending_request_count > 0  # r1 (at least) waits behind r0
     await scheduler.stop(drain_timeout_s=0.05)
     for task in tasks:
         with pytest.raises(UnavailableError):

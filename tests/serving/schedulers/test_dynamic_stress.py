@@ -137,7 +137,10 @@ async def _storm(seed: int, batching: str, *, stop_midway: bool, inline: bool) -
     assert max(len(batch) for instance in instances for batch in instance.batches) <= MAX_BATCH
     assert scheduler.queue_depth == 0
     assert statistics.pending_request_count == 0
-    assert statistics.inference_count == sum(ran.values())
+    if stop_midway:  # a batch that ended after stop() answered its requests counts none
+        assert statistics.inference_count <= sum(ran.values())
+    else:
+        assert statistics.inference_count == sum(ran.values())
     failures = statistics.failures_by_reason
     # A client may cancel after its answer was set and before its task resumed (the scheduler
     # counted the answer), or before its task first ran (the scheduler never saw the request).
