@@ -1,6 +1,6 @@
 """The dynamic batcher under a seeded storm: two instances taking batches on their own threads
-(``BatchExecutor.run_chain``) while the loop admits requests, cancels some, times others out and
-stops the scheduler half-way through.
+(``BatchExecutor.run_chain``), or some on the loop, while the loop admits requests, cancels some,
+times others out and, in half the cases, stops the scheduler midway.
 
 No timing is asserted. What must hold whatever the interleaving: every request is answered, no
 request runs twice, a request rejected for its timeout never ran, an answered one did, batches
