@@ -23,11 +23,11 @@ from serving.backends.base import ExecuteResult, ModelInstance
 from serving.core.model_spec import ModelSpec
 from serving.core.statistics import ModelStatistics
 from serving.core.types import InferRequest
-from serving.errors import InternalError, UnavailableError
+from serving.errors import UnavailableError
 from serving.schedulers.execution import BatchTiming, ChainedBatch
 from serving.schedulers.pending import Pending
 from serving.schedulers.priority_queue import TIMEOUT_MESSAGE, PriorityQueue
-from serving.schedulers.queued import QueuedScheduler, logger, wait_until_set
+from serving.schedulers.queued import QueuedScheduler, wait_until_set
 
 # Why a batch left the queue (the release-reason counter's label values).
 PREFERRED_SIZE = "preferred_size"  # the batch reached a preferred batch size
@@ -197,10 +197,7 @@ class DynamicBatcher(QueuedScheduler):
         try:
             self._deliver(batch, results, timing)
         except Exception as exc:  # noqa: BLE001 - as in the worker: answer, never leave hanging
-            logger.exception("model '%s': a batch's results could not be delivered", self.spec.name)
-            error = InternalError(f"model '{self.spec.name}': scheduling failed: {exc}")
-            for pending in batch:
-                self._finish(pending, error, reason="OTHER")
+            self._scheduling_failed(batch, exc, "a batch's results could not be delivered")
 
     def _take(self, now_ns: int) -> tuple[list[Pending], str, float | None]:
         """``_form``, with the batch taken out of the queue; the caller holds ``_queue_lock``."""

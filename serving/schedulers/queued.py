@@ -274,14 +274,18 @@ class QueuedScheduler(Scheduler, abc.ABC):
             try:
                 await self._execute(instance, batch, reason)
             except Exception as exc:  # noqa: BLE001 - a scheduler bug must not kill the worker
-                logger.exception("model '%s': a batch could not be scheduled", self.spec.name)
                 self._executing.difference_update(batch)
-                error = InternalError(f"model '{self.spec.name}': scheduling failed: {exc}")
-                self._batch_abandoned(batch, error)
-                for pending in batch:
-                    self._finish(pending, error, reason="OTHER")
+                self._scheduling_failed(batch, exc, "a batch could not be scheduled")
             finally:
                 self._busy[index] = False
+
+    def _scheduling_failed(self, batch: list[Pending], exc: Exception, what: str) -> None:
+        """A bug between queue and answer: the batch's requests get INTERNAL, never a hang."""
+        logger.exception("model '%s': %s", self.spec.name, what)
+        error = InternalError(f"model '{self.spec.name}': scheduling failed: {exc}")
+        self._batch_abandoned(batch, error)
+        for pending in batch:
+            self._finish(pending, error, reason="OTHER")
 
     def _batch_abandoned(self, batch: list[Pending], error: InternalError) -> None:
         """A batch taken from the queue will not run; subclasses release what it held."""

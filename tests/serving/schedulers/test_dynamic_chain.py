@@ -191,6 +191,31 @@ async def test_a_failed_batch_on_the_thread_fails_only_its_own_requests() -> Non
     await scheduler.stop(drain_timeout_s=1)
 
 
+async def test_a_batch_whose_delivery_fails_is_answered_internal_and_the_chain_goes_on() -> None:
+    scheduler, [instance] = await started(config(max_batch=1))
+    deliver = scheduler._deliver
+
+    def deliver_but_break_on_a(batch, results, timing):  # type: ignore[no-untyped-def]
+        if batch and batch[0].request.id == "a":
+            raise RuntimeError("bug")
+        deliver(batch, results, timing)
+
+    scheduler._deliver = deliver_but_break_on_a  # type: ignore[method-assign]
+    held = await holding(scheduler, instance)
+    tasks = await queued(scheduler, "a", "b")
+    for _ in range(3):
+        instance.permits.release()
+    # Bounded: a delivery failure left unanswered would hang here.
+    results = await asyncio.wait_for(asyncio.gather(held, *tasks, return_exceptions=True), 10)
+    assert instance.batches == [["hold"], ["a"], ["b"]]
+    assert isinstance(results[1], ServingError)
+    assert str(results[1]) == "model 'm': scheduling failed: bug"
+    assert results[1].code.value == "INTERNAL"
+    assert [results[0].id, results[2].id] == ["hold", "b"]
+    assert scheduler.statistics.failures_by_reason["OTHER"] == 1 and scheduler.in_flight == 0
+    await scheduler.stop(drain_timeout_s=1)
+
+
 async def test_stop_answers_a_stuck_batch_the_thread_took_and_runs_nothing_after_it() -> None:
     scheduler, [instance] = await started(config(max_batch=1))
     held = await holding(scheduler, instance)
