@@ -73,7 +73,11 @@ class RelayConnection(asyncio.Protocol):
             if stream is not None:
                 stream.put_nowait(payload if kind == wire.MESSAGE else None)
         elif kind == wire.CANCEL:
-            running = self._tasks.get(call)
+            # NOTE: forgotten here, not only at the end of ``_run``: a CANCEL read with its call's
+            # UNARY or OPEN cancels the task before its first step, and such a task never enters
+            # its coroutine (it would stay here for the connection's life, its request with it).
+            running = self._tasks.pop(call, None)
+            self._streams.pop(call, None)
             if running is not None:
                 running[1].cancel()
                 running[0].cancel()
