@@ -237,7 +237,11 @@ class GrpcHttp2Connection(asyncio.Protocol):
         method = found.get(b":path", b"").decode("latin-1")
         self._running += 1
         self._idle.clear()
-        call.task = self._loop.create_task(self._run(call, method))
+        call.task = task = self._loop.create_task(self._run(call, method))
+        # NOTE: the bookkeeping hangs on the task's end, not on a ``finally`` in ``_run``: a reset
+        # read with its call's headers cancels the task before its first step, and such a task
+        # never enters its coroutine.
+        task.add_done_callback(lambda _: self._call_ended(call))
         if timeout_s is not None:
             call.timer = self._loop.call_later(timeout_s, call.expire)
 
@@ -295,19 +299,17 @@ class GrpcHttp2Connection(asyncio.Protocol):
             call.pump()
 
     async def _run(self, call: _Call, method: str) -> None:
-        try:
-            assert call.context is not None
-            await run_call(
-                self._dispatcher, method, call.context, call, call, where="in a gRPC call"
-            )
-        finally:
-            self._running -= 1
-            if call.timer is not None:
-                call.timer.cancel()
-            if not call.done and call.stream_id in self._calls:  # cancelled without an answer
-                call.status(wire.CANCELLED, "Cancelled")
-            self.flush_soon()
-            self._update_idle()
+        assert call.context is not None
+        await run_call(self._dispatcher, method, call.context, call, call, where="in a gRPC call")
+
+    def _call_ended(self, call: _Call) -> None:
+        self._running -= 1
+        if call.timer is not None:
+            call.timer.cancel()
+        if not call.done and call.stream_id in self._calls:  # cancelled without an answer
+            call.status(wire.CANCELLED, "Cancelled")
+        self.flush_soon()
+        self._update_idle()
 
     # --- writing -----------------------------------------------------------------------------
 

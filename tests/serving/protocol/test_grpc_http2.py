@@ -390,6 +390,26 @@ def test_stop_lets_a_running_call_finish_and_then_refuses_new_ones(
         socket.create_connection(("127.0.0.1", _port(slow_server)), timeout=2).close()
 
 
+def test_calls_reset_as_they_open_do_not_hold_up_the_graceful_stop(tmp_path: Path) -> None:
+    # Each call's HEADERS and RST_STREAM arrive in one read, so its task is cancelled before its
+    # first step: its bookkeeping must still end, or the stop waits out its whole grace for a
+    # connection whose calls are all gone.
+    write_protocol_repository(tmp_path)
+    process = ServingProcess(
+        folder_settings(tmp_path, exit_timeout_s=60.0, grpc_transport=TRANSPORT)
+    ).start()
+    try:
+        with RawGrpc("127.0.0.1", _port(process)) as raw:
+            raw.open_and_reset(INFER, 5)
+            assert raw.call(LIVE, [grpc_message(b"")]).grpc_status == 0  # the resets were read
+            stopping = threading.Thread(target=process.stop)
+            stopping.start()
+            stopping.join(30)  # the grace is 60 s
+            assert not stopping.is_alive(), "the stop waited for calls the client had reset"
+    finally:
+        process.stop()
+
+
 def test_an_unknown_transport_is_refused() -> None:
     with pytest.raises(ValueError, match="--grpc-transport: expected one of h2, grpcio, h2corn"):
         folder_settings(Path("."), grpc_transport="quic")
