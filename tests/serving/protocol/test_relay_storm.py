@@ -9,6 +9,7 @@ the front-end)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import random
 from collections import Counter
@@ -91,38 +92,84 @@ def _fp32(values: np.ndarray) -> grpcaio.InferInput:  # type: ignore[type-arg]
     return tensor
 
 
-async def test_a_grpc_storm_is_answered_right_and_leaves_the_relays_empty(
+async def test_a_grpc_storm_is_answered_right_and_leaves_nothing_held(
     server: ServingProcess,
 ) -> None:
     rng = random.Random(5)
     before = _successes(server, "identity")
-    outcomes: Counter[str] = Counter()
+    outcomes: Counter[str] = Counter()  # calls by how they ended
+    ran: Counter[str] = Counter()  # identity requests: answered, or may have run unseen
     slots = asyncio.Semaphore(CONCURRENCY)
     client = grpcaio.InferenceServerClient(server.grpc_url)
 
+    async def unary(values: np.ndarray) -> None:  # type: ignore[type-arg]
+        """The client leaves at once or after a moment, its answer possibly on its way."""
+        call = asyncio.ensure_future(client.infer("identity", [_fp32(values)]))
+        await asyncio.sleep(rng.choice((0.0, 0.0005, 0.002)))
+        call.cancel()
+        try:
+            result = await call
+        except asyncio.CancelledError:
+            outcomes["left"] += 1
+            ran["maybe"] += 1
+        else:
+            np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), values)
+            outcomes["answered before it left"] += 1
+            ran["answered"] += 1
+
+    async def stream(values: np.ndarray) -> None:  # type: ignore[type-arg]
+        """A stream of a few requests, read whole or left after some of its answers."""
+        count, keep = rng.randint(1, 6), rng.randint(0, 6)
+        seen: list[int] = []
+        enough = asyncio.Event()
+
+        async def requests() -> Any:
+            for offset in range(count):
+                yield {"model_name": "identity", "inputs": [_fp32(values + offset)],
+                       "request_id": str(offset)}  # fmt: skip
+
+        async def read() -> None:
+            async for result, error in client.stream_infer(requests()):
+                assert error is None, error
+                offset = int(result.get_response().id)
+                np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), values + offset)
+                seen.append(offset)
+                if len(seen) == keep:
+                    enough.set()
+
+        reading = asyncio.ensure_future(read())
+        if keep >= count:
+            await reading
+            assert sorted(seen) == list(range(count))
+            outcomes["stream read whole"] += 1
+        else:
+            await asyncio.wait((reading, asyncio.ensure_future(enough.wait())),
+                               return_when=asyncio.FIRST_COMPLETED)  # fmt: skip
+            reading.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await reading
+            outcomes["stream left"] += 1
+            ran["maybe"] += count - len(seen)
+        ran["answered"] += len(seen)
+
     async def one(index: int) -> None:
-        kind = rng.choice(("answered", "deadline", "left"))
+        kind = rng.choice(("answered", "deadline", "left", "stream"))
         values = np.arange(rng.randint(1, 64), dtype=np.float32).reshape(1, -1) + index
         async with slots:
             if kind == "answered":
                 result = await client.infer("identity", [_fp32(values)])
                 np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), values)
+                outcomes["answered"] += 1
+                ran["answered"] += 1
             elif kind == "deadline":
                 with pytest.raises(InferenceServerException, match="Deadline"):
                     await client.infer("sleep", [_fp32(values[0])], client_timeout=DEADLINE_S,
                                        parameters={"execute_delay_ms": SLEEP_MS})  # fmt: skip
-            else:  # the client leaves at once or after a moment, its answer possibly on its way
-                call = asyncio.ensure_future(client.infer("identity", [_fp32(values)]))
-                await asyncio.sleep(rng.choice((0.0, 0.0005, 0.002)))
-                call.cancel()
-                try:
-                    result = await call
-                except asyncio.CancelledError:
-                    kind = "left"
-                else:
-                    np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), values)
-                    kind = "answered before it left"
-        outcomes[kind] += 1
+                outcomes["deadline"] += 1
+            elif kind == "left":
+                await unary(values)
+            else:
+                await stream(values)
 
     try:
         await asyncio.gather(*(one(index) for index in range(CALLS)))
@@ -130,20 +177,23 @@ async def test_a_grpc_storm_is_answered_right_and_leaves_the_relays_empty(
     finally:
         await client.close()
     await _until_nothing_is_held(server)
-    assert outcomes["deadline"] and outcomes["left"], outcomes
-    answered = outcomes["answered"] + outcomes["answered before it left"]
-    ran = _successes(server, "identity") - before
-    # A call whose client left may still have run: its answer was on its way back.
-    assert answered <= ran <= answered + outcomes["left"], (ran, outcomes)
+    assert all(outcomes[kind] for kind in ("deadline", "left", "stream left")), outcomes
+    # A request whose client left may still have run: its answer was on its way back.
+    successes = _successes(server, "identity") - before
+    assert ran["answered"] <= successes <= ran["answered"] + ran["maybe"], (successes, ran)
 
 
-async def _http(server: ServingProcess, model: str, body: dict[str, Any], leave_after_s: float |
-                None) -> tuple[int, dict[str, Any]] | None:  # fmt: skip
-    """One request on its own connection; with ``leave_after_s``, the client closes it then."""
+async def _http(
+    server: ServingProcess, model: str, body: dict[str, Any], *, leave_after_s: float | None = None,
+    cut: bool = False,
+) -> tuple[int, dict[str, Any]] | None:  # fmt: skip
+    """One request on its own connection; with ``leave_after_s`` the client closes it then,
+    unanswered, and with ``cut`` it sends only half of the body first."""
     reader, writer = await asyncio.open_connection("127.0.0.1", server.ports.http)
     payload = json.dumps(body).encode()
+    sent = payload[: len(payload) // 2] if cut else payload
     writer.write(b"POST /v2/models/%s/infer HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s"
-                 % (model.encode(), len(payload), payload))  # fmt: skip
+                 % (model.encode(), len(payload), sent))  # fmt: skip
     try:
         if leave_after_s is not None:
             await asyncio.sleep(leave_after_s)
@@ -157,7 +207,7 @@ async def _http(server: ServingProcess, model: str, body: dict[str, Any], leave_
         writer.close()
 
 
-async def test_an_http_storm_is_answered_right_and_leaves_the_relays_empty(
+async def test_an_http_storm_is_answered_right_and_leaves_nothing_held(
     server: ServingProcess,
 ) -> None:
     rng = random.Random(6)
@@ -168,21 +218,27 @@ async def test_an_http_storm_is_answered_right_and_leaves_the_relays_empty(
     async def one(index: int) -> None:
         values = [float(index + i) for i in range(rng.randint(1, 64))]
         tensor = {"name": "INPUT0", "datatype": "FP32", "shape": [1, len(values)], "data": values}
-        kind = rng.choice(("answered", "left", "left while it ran"))
+        kind = rng.choice(("answered", "left", "left mid-body", "left while it ran"))
         async with slots:
             if kind == "answered":
-                answer = await _http(server, "identity", {"inputs": [tensor]}, None)
+                answer = await _http(server, "identity", {"inputs": [tensor]})
                 assert answer is not None and answer[0] == 200, answer
                 assert answer[1]["outputs"][0]["data"] == values
             elif kind == "left":
-                await _http(server, "identity", {"inputs": [tensor]}, rng.choice((0.0, 0.001)))
+                await _http(server, "identity", {"inputs": [tensor]},
+                            leave_after_s=rng.choice((0.0, 0.001)))  # fmt: skip
+            elif kind == "left mid-body":
+                await _http(server, "identity", {"inputs": [tensor]}, leave_after_s=0.005, cut=True)
             else:
                 sleeping = {"parameters": {"execute_delay_ms": SLEEP_MS},
                             "inputs": [dict(tensor, shape=[len(values)])]}  # fmt: skip
-                await _http(server, "sleep", sleeping, 0.01)
+                await _http(server, "sleep", sleeping, leave_after_s=0.01)
         outcomes[kind] += 1
 
     await asyncio.gather(*(one(index) for index in range(CALLS)))
     await _until_nothing_is_held(server)
-    ran = _successes(server, "identity") - before
-    assert outcomes["answered"] <= ran <= outcomes["answered"] + outcomes["left"], (ran, outcomes)
+    # A request whose client left may still have run; one cut mid-body never reaches the model.
+    successes = _successes(server, "identity") - before
+    assert outcomes["answered"] <= successes <= outcomes["answered"] + outcomes["left"], (
+        successes, outcomes,
+    )  # fmt: skip
