@@ -197,7 +197,8 @@ async def _relay_stream(
         while True:
             kind, payload = await queue.get()
             if kind == wire.MESSAGE:
-                yield payload
+                yield payload  # resumes once the client's side took it (gRPC's flow control)
+                relay.send(wire.frame(call, wire.DELIVERED))
             elif kind == wire.STATUS:
                 finished = True
                 await _finish(context, payload)

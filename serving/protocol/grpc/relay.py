@@ -37,6 +37,7 @@ class RelayConnection(asyncio.Protocol):
         self._send = self._writer.send
         self._tasks: dict[int, tuple[asyncio.Task[None], CallContext]] = {}
         self._streams: dict[int, asyncio.Queue[bytes | None]] = {}
+        self._undelivered: dict[int, asyncio.Semaphore] = {}  # a stream's answer window
         self.calls_started = 0  # calls this front-end relayed (how the load spread)
 
     def connection_made(self, transport: Any) -> None:
@@ -67,7 +68,12 @@ class RelayConnection(asyncio.Protocol):
         elif kind == wire.OPEN:
             queue: asyncio.Queue[bytes | None] = asyncio.Queue()
             self._streams[call] = queue
+            self._undelivered[call] = asyncio.Semaphore(wire.STREAM_WINDOW)
             self._start(call, payload, queue, None)
+        elif kind == wire.DELIVERED:
+            window = self._undelivered.get(call)
+            if window is not None:
+                window.release()
         elif kind in (wire.MESSAGE, wire.END):
             stream = self._streams.get(call)
             if stream is not None:
@@ -78,6 +84,7 @@ class RelayConnection(asyncio.Protocol):
             # its coroutine (it would stay here for the connection's life, its request with it).
             running = self._tasks.pop(call, None)
             self._streams.pop(call, None)
+            self._undelivered.pop(call, None)
             if running is not None:
                 running[1].cancel()
                 running[0].cancel()
@@ -91,7 +98,7 @@ class RelayConnection(asyncio.Protocol):
         context = CallContext(metadata, peer, timeout_s)
         self.calls_started += 1
         requests = _RelayedRequests(stream, body, lambda: self._credit(call))
-        sink = _RelaySink(self, call)
+        sink = _RelaySink(self, call, self._undelivered.get(call))
         task = asyncio.get_running_loop().create_task(
             self._run(call, method, context, requests, sink)
         )
@@ -118,6 +125,7 @@ class RelayConnection(asyncio.Protocol):
         finally:
             self._tasks.pop(call, None)
             self._streams.pop(call, None)
+            self._undelivered.pop(call, None)
 
 
 class _RelayedRequests:
@@ -150,12 +158,15 @@ class _RelayedRequests:
 
 
 class _RelaySink:
-    """A relayed call's answer, as frames on the front-end's socket."""
+    """A relayed call's answer, as frames on the front-end's socket. A stream's answers wait for
+    room in its window (``DELIVERED``), as in-process they wait for the client to read."""
 
-    __slots__ = ("_connection", "_call")
+    __slots__ = ("_connection", "_call", "_window")
 
-    def __init__(self, connection: RelayConnection, call: int) -> None:
-        self._connection, self._call = connection, call
+    def __init__(
+        self, connection: RelayConnection, call: int, window: asyncio.Semaphore | None
+    ) -> None:
+        self._connection, self._call, self._window = connection, call, window
 
     def answer(self, payload: bytes) -> None:
         call = self._call
@@ -164,6 +175,8 @@ class _RelaySink:
         )
 
     async def message(self, payload: bytes) -> None:
+        if self._window is not None:
+            await self._window.acquire()
         self._connection._send(wire.frame(self._call, wire.MESSAGE, payload))
 
     def status(self, code: int, details: str, trailing: Sequence[Any] = ()) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import queue
+import time
 from typing import Any
 
 import grpc
@@ -158,6 +159,47 @@ def test_stream_infer_answers_in_band_and_stays_open(client: Any) -> None:
     assert set(ok) == {"1", "3"}
     np.testing.assert_array_equal(ok["3"], x * 2)
     assert len(errors) == 1 and "unknown model: 'nope'" in errors[0].message()
+
+
+def test_a_stream_whose_client_never_reads_is_held_back(server: ServingProcess) -> None:
+    """A client that sends and never reads its answers: gRPC's flow control must stop it once
+    the server holds a bounded number of answers, so that no process (a front-end included)
+    piles up every answer it would have read."""
+    sent, ran_before = 1200, _successes(server, "identity_fp64")
+    request = service_pb2.ModelInferRequest(model_name="identity_fp64")
+    request.inputs.add(name="INPUT0", datatype="FP64", shape=[32 * 1024])  # 256 KiB each way
+    request.raw_input_contents.append(np.ones(32 * 1024).tobytes())
+    payload = request.SerializeToString()
+    with grpc.insecure_channel(server.grpc_url) as channel:
+        stream = channel.stream_stream(
+            "/inference.GRPCInferenceService/ModelStreamInfer",
+            request_serializer=lambda message: message,
+            response_deserializer=lambda b: b,
+        )
+        answers = stream(iter([payload] * sent))  # sent as gRPC lets it go; never read
+        try:
+            ran, still = -1, _successes(server, "identity_fp64") - ran_before
+            for _ in range(60):  # until the server stops taking requests
+                if ran == still:
+                    break
+                ran, still = still, _settled_successes(server, "identity_fp64") - ran_before
+            assert ran == still, "the server kept taking requests for a minute"
+            assert ran < sent // 2, f"the server ran {ran} of {sent} requests nobody read"
+        finally:
+            answers.cancel()
+    with grpcclient.InferenceServerClient(server.grpc_url) as client:
+        assert client.is_model_ready("identity_fp64")
+
+
+def _successes(server: ServingProcess, model: str) -> int:
+    with grpcclient.InferenceServerClient(server.grpc_url) as client:
+        stats = client.get_inference_statistics(model).model_stats[0]
+    return int(stats.inference_stats.success.count)
+
+
+def _settled_successes(server: ServingProcess, model: str) -> int:
+    time.sleep(1.0)  # NOTE: a settling pause, not a timing threshold: the count stops or grows
+    return _successes(server, model)
 
 
 def test_statistics_and_index(client: Any) -> None:
