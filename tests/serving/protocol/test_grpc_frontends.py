@@ -8,6 +8,7 @@ import os
 import queue
 import signal
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -207,6 +208,65 @@ def test_messages_past_4_mib_cross_the_relay_and_the_cap_holds(
         error = error_of(lambda: client.infer("identity", [fp32_input(too_big)]))
         assert error.status() == "StatusCode.RESOURCE_EXHAUSTED"
         assert client.is_server_live()
+
+
+def test_a_swap_under_load_across_frontends_fails_no_call(tmp_path: Path) -> None:
+    """Poll mode picks up version 2 while unary clients and one long stream keep both
+    front-ends busy; every call and every streamed request succeeds, and the answers move from
+    version 1 to version 2 (the stream's too: it is not tied to the version it began on)."""
+    dm.write_onnx_identity(tmp_path, "identity", 1, dims=(-1,), max_batch_size=8)
+    settings = folder_settings(
+        tmp_path, grpc_workers=WORKERS, model_control_mode="poll", repository_poll_s=0.5
+    )
+    x = np.ones((1, 4), dtype=np.float32)
+    with ServingProcess(settings) as process:
+        failures: list[BaseException] = []
+        versions: set[str] = set()
+        streamed: list[str] = []
+        stop = threading.Event()
+
+        def unary_load() -> None:
+            while not stop.is_set():
+                try:
+                    with grpcclient.InferenceServerClient(process.grpc_url) as client:
+                        for _ in range(5):
+                            answer = client.infer("identity", [fp32_input(x)]).get_response()
+                            versions.add(answer.model_version)
+                except BaseException as exc:  # noqa: BLE001 - every failure counts
+                    failures.append(exc)
+
+        def stream_load() -> None:
+            answers: queue.Queue[Any] = queue.Queue()
+            with grpcclient.InferenceServerClient(process.grpc_url) as client:
+                client.start_stream(callback=lambda result, error: answers.put((result, error)))
+                try:
+                    while not stop.is_set():
+                        client.async_stream_infer("identity", [fp32_input(x)])
+                        result, error = answers.get(timeout=30)
+                        if error is not None:
+                            failures.append(error)
+                        else:
+                            streamed.append(result.get_response().model_version)
+                finally:
+                    client.stop_stream()
+
+        clients = [threading.Thread(target=unary_load) for _ in range(3)]
+        clients.append(threading.Thread(target=stream_load))
+        for thread in clients:
+            thread.start()
+        time.sleep(1.0)
+        (tmp_path / "identity" / "2").mkdir()
+        (tmp_path / "identity" / "2" / "model.onnx").write_bytes(
+            (tmp_path / "identity" / "1" / "model.onnx").read_bytes()
+        )
+        wait_until(lambda: "2" in versions and "2" in streamed, 60.0)
+        time.sleep(1.0)
+        stop.set()
+        for thread in clients:
+            thread.join(60)
+    assert failures == []
+    assert versions == {"1", "2"}
+    assert streamed[0] == "1" and streamed[-1] == "2"
 
 
 def test_sigterm_drains_a_relayed_call_and_stops_the_frontends(tmp_path: Path) -> None:
