@@ -25,6 +25,7 @@ from tritonclient.utils import InferenceServerException
 
 from repository import demo_models as dm
 from serving.main import ServingProcess
+from tests.serving.backends.python.test_decoupled import REPEAT, REPEAT_CONFIG
 from tests.serving.harness import folder_settings
 
 pytestmark = pytest.mark.embedded
@@ -33,6 +34,7 @@ CALLS = 300
 CONCURRENCY = 32
 SLEEP_MS = 300  # the sleep model's execute: far past the deadline calls' deadline
 DEADLINE_S = 0.02
+MODELS = ("identity", "sleep", "second", "chain", "repeat")
 
 
 SERVING = {
@@ -49,6 +51,16 @@ def server(
     repo: Path = tmp_path_factory.mktemp("repo")
     dm.write_onnx_identity(repo, "identity", dims=(-1,), max_batch_size=8, dynamic_batching=True)
     dm.write_python_sleep(repo, "sleep", max_batch_size=0, dims=(-1,), dynamic_batching=False)
+    dm.write_onnx_identity(repo, "second", dims=(-1,), max_batch_size=8)
+    tensor = dm.TensorDecl
+    dm.write_ensemble(
+        repo, "chain",
+        [dm.EnsembleStep("identity", {"INPUT0": "IN"}, {"OUTPUT0": "middle"}),
+         dm.EnsembleStep("second", {"INPUT0": "middle"}, {"OUTPUT0": "OUT"})],
+        inputs=[tensor("IN", "FP32", (-1,))], outputs=[tensor("OUT", "FP32", (-1,))],
+        max_batch_size=8,
+    )  # fmt: skip
+    dm.write_python_model(repo, "repeat", REPEAT, REPEAT_CONFIG)  # decoupled
     process = ServingProcess(folder_settings(repo, **SERVING[request.param])).start()
     yield process
     process.stop()
@@ -59,7 +71,7 @@ def _held(server: ServingProcess) -> dict[str, int]:
     its queue, calls at each front-end socket's serving end."""
     assert server.server is not None
     held = {}
-    for model in ("identity", "sleep"):
+    for model in MODELS:
         version = server.server.resolve(model, None)
         held[f"{model} in flight"] = version.in_flight
         assert version.scheduler is not None
@@ -152,8 +164,55 @@ async def test_a_grpc_storm_is_answered_right_and_leaves_nothing_held(
             ran["maybe"] += count - len(seen)
         ran["answered"] += len(seen)
 
+    async def chain(values: np.ndarray) -> None:  # type: ignore[type-arg]
+        """An ensemble (identity, then second): answered, or left midway."""
+        tensor = grpcaio.InferInput("IN", list(values.shape), "FP32")
+        tensor.set_data_from_numpy(values)
+        call = asyncio.ensure_future(client.infer("chain", [tensor]))
+        if rng.random() < 0.5:
+            await asyncio.sleep(rng.choice((0.0, 0.0005, 0.002)))
+            call.cancel()
+        try:
+            result = await call
+        except asyncio.CancelledError:
+            outcomes["ensemble left"] += 1
+            ran["maybe"] += 1
+        else:
+            np.testing.assert_array_equal(result.as_numpy("OUT"), values)
+            outcomes["ensemble answered"] += 1
+            ran["answered"] += 1
+
+    async def decoupled() -> None:
+        """A decoupled model's n responses on a stream: read whole, or left after some."""
+        count, keep = rng.randint(1, 20), rng.randint(1, 25)
+        seen: list[int] = []
+        enough = asyncio.Event()
+        tensor = grpcaio.InferInput("IN", [1], "INT32")
+        tensor.set_data_from_numpy(np.array([count], dtype=np.int32))
+
+        async def requests() -> Any:
+            yield {"model_name": "repeat", "inputs": [tensor]}
+
+        async def read() -> None:
+            async for result, error in client.stream_infer(requests()):
+                assert error is None, error
+                seen.append(int(result.as_numpy("OUT")[0]))
+                if len(seen) == count:
+                    return  # the stream stays open for more requests: done here
+                if len(seen) == keep:
+                    enough.set()
+
+        reading = asyncio.ensure_future(read())
+        await asyncio.wait((reading, asyncio.ensure_future(enough.wait())),
+                           return_when=asyncio.FIRST_COMPLETED)  # fmt: skip
+        reading.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await reading
+        assert seen == [count * 10 + i for i in range(len(seen))]
+        outcomes["decoupled read whole" if len(seen) == count else "decoupled left"] += 1
+
     async def one(index: int) -> None:
-        kind = rng.choice(("answered", "deadline", "left", "stream"))
+        kind = rng.choice(("answered", "deadline", "left", "stream", "ensemble", "decoupled"))
         values = np.arange(rng.randint(1, 64), dtype=np.float32).reshape(1, -1) + index
         async with slots:
             if kind == "answered":
@@ -168,8 +227,12 @@ async def test_a_grpc_storm_is_answered_right_and_leaves_nothing_held(
                 outcomes["deadline"] += 1
             elif kind == "left":
                 await unary(values)
-            else:
+            elif kind == "stream":
                 await stream(values)
+            elif kind == "ensemble":
+                await chain(values)
+            else:
+                await decoupled()
 
     try:
         await asyncio.gather(*(one(index) for index in range(CALLS)))
@@ -177,7 +240,8 @@ async def test_a_grpc_storm_is_answered_right_and_leaves_nothing_held(
     finally:
         await client.close()
     await _until_nothing_is_held(server)
-    assert all(outcomes[kind] for kind in ("deadline", "left", "stream left")), outcomes
+    kinds = ("deadline", "left", "stream left", "ensemble left", "decoupled left")
+    assert all(outcomes[kind] for kind in kinds), outcomes
     # A request whose client left may still have run: its answer was on its way back.
     successes = _successes(server, "identity") - before
     assert ran["answered"] <= successes <= ran["answered"] + ran["maybe"], (successes, ran)
