@@ -183,15 +183,18 @@ async def test_a_grpc_storm_is_answered_right_and_leaves_nothing_held(
             ran["answered"] += 1
 
     async def decoupled() -> None:
-        """A decoupled model's n responses on a stream: read whole, or left after some."""
+        """A decoupled model's n responses on a stream: read whole, or left after some; or its
+        endless responses (until it sees the client gone), left after some."""
         count, keep = rng.randint(1, 20), rng.randint(1, 25)
+        endless = rng.random() < 0.25
         seen: list[int] = []
         enough = asyncio.Event()
         tensor = grpcaio.InferInput("IN", [1], "INT32")
         tensor.set_data_from_numpy(np.array([count], dtype=np.int32))
+        parameters = {"until_cancelled": True} if endless else {}
 
         async def requests() -> Any:
-            yield {"model_name": "repeat", "inputs": [tensor]}
+            yield {"model_name": "repeat", "inputs": [tensor], "parameters": parameters}
 
         async def read() -> None:
             async for result, error in client.stream_infer(requests()):
@@ -208,6 +211,10 @@ async def test_a_grpc_storm_is_answered_right_and_leaves_nothing_held(
         reading.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await reading
+        if endless:
+            assert set(seen) <= {7}
+            outcomes["decoupled endless left"] += 1
+            return
         assert seen == [count * 10 + i for i in range(len(seen))]
         outcomes["decoupled read whole" if len(seen) == count else "decoupled left"] += 1
 
@@ -240,7 +247,8 @@ async def test_a_grpc_storm_is_answered_right_and_leaves_nothing_held(
     finally:
         await client.close()
     await _until_nothing_is_held(server)
-    kinds = ("deadline", "left", "stream left", "ensemble left", "decoupled left")
+    kinds = ("deadline", "left", "stream left", "ensemble left", "decoupled left",
+             "decoupled endless left")  # fmt: skip
     assert all(outcomes[kind] for kind in kinds), outcomes
     # A request whose client left may still have run: its answer was on its way back.
     successes = _successes(server, "identity") - before
@@ -249,15 +257,15 @@ async def test_a_grpc_storm_is_answered_right_and_leaves_nothing_held(
 
 async def _http(
     server: ServingProcess, model: str, body: dict[str, Any], *, leave_after_s: float | None = None,
-    cut: bool = False,
+    cut: bool = False, endpoint: str = "infer",
 ) -> tuple[int, dict[str, Any]] | None:  # fmt: skip
     """One request on its own connection; with ``leave_after_s`` the client closes it then,
     unanswered, and with ``cut`` it sends only half of the body first."""
     reader, writer = await asyncio.open_connection("127.0.0.1", server.ports.http)
     payload = json.dumps(body).encode()
     sent = payload[: len(payload) // 2] if cut else payload
-    writer.write(b"POST /v2/models/%s/infer HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s"
-                 % (model.encode(), len(payload), sent))  # fmt: skip
+    writer.write(b"POST /v2/models/%s/%s HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s"
+                 % (model.encode(), endpoint.encode(), len(payload), sent))  # fmt: skip
     try:
         if leave_after_s is not None:
             await asyncio.sleep(leave_after_s)
@@ -282,7 +290,8 @@ async def test_an_http_storm_is_answered_right_and_leaves_nothing_held(
     async def one(index: int) -> None:
         values = [float(index + i) for i in range(rng.randint(1, 64))]
         tensor = {"name": "INPUT0", "datatype": "FP32", "shape": [1, len(values)], "data": values}
-        kind = rng.choice(("answered", "left", "left mid-body", "left while it ran"))
+        kind = rng.choice(("answered", "left", "left mid-body", "left while it ran",
+                           "left mid-stream", "left an endless stream"))  # fmt: skip
         async with slots:
             if kind == "answered":
                 answer = await _http(server, "identity", {"inputs": [tensor]})
@@ -293,10 +302,17 @@ async def test_an_http_storm_is_answered_right_and_leaves_nothing_held(
                             leave_after_s=rng.choice((0.0, 0.001)))  # fmt: skip
             elif kind == "left mid-body":
                 await _http(server, "identity", {"inputs": [tensor]}, leave_after_s=0.005, cut=True)
-            else:
+            elif kind == "left while it ran":
                 sleeping = {"parameters": {"execute_delay_ms": SLEEP_MS},
                             "inputs": [dict(tensor, shape=[len(values)])]}  # fmt: skip
                 await _http(server, "sleep", sleeping, leave_after_s=0.01)
+            elif kind == "left mid-stream":  # a decoupled model's Server-Sent Events
+                leave_after_s = rng.choice((0.0, 0.005))
+                await _http(server, "repeat", {"IN": rng.randint(1, 50)},
+                            endpoint="generate_stream", leave_after_s=leave_after_s)  # fmt: skip
+            else:  # the model sends until it sees the client gone
+                await _http(server, "repeat", {"IN": 1, "parameters": {"until_cancelled": True}},
+                            endpoint="generate_stream", leave_after_s=0.02)  # fmt: skip
         outcomes[kind] += 1
 
     await asyncio.gather(*(one(index) for index in range(CALLS)))
