@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import json
 import random
+import urllib.request
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -90,6 +91,26 @@ async def _until_nothing_is_held(server: ServingProcess) -> None:
     while any((held := _held(server)).values()):
         assert loop.time() < deadline, f"still held after the clients left: {held}"
         await asyncio.sleep(0.05)
+
+
+def _metrics(server: ServingProcess, model: str) -> dict[str, float]:
+    """The model's series on the metrics port, by metric name."""
+    url = f"http://127.0.0.1:{server.ports.metrics}/metrics"
+    with urllib.request.urlopen(url, timeout=30) as answer:
+        text = answer.read().decode()
+    found = {}
+    for line in text.splitlines():
+        if f'model="{model}",version="1"' in line and not line.startswith("#"):
+            found[line.split("{", 1)[0]] = float(line.rsplit(" ", 1)[1])
+    return found
+
+
+def _assert_metrics_agree(server: ServingProcess) -> None:
+    """What the clients' protocol says of the storm is what Prometheus scrapes."""
+    for model in ("identity", "chain"):
+        metrics = _metrics(server, model)
+        assert metrics["nv_inference_request_success"] == _successes(server, model), metrics
+        assert metrics["nv_inference_pending_request_count"] == 0, metrics
 
 
 def _successes(server: ServingProcess, model: str) -> int:
@@ -253,6 +274,7 @@ async def test_a_grpc_storm_is_answered_right_and_leaves_nothing_held(
     # A request whose client left may still have run: its answer was on its way back.
     successes = _successes(server, "identity") - before
     assert ran["answered"] <= successes <= ran["answered"] + ran["maybe"], (successes, ran)
+    _assert_metrics_agree(server)
 
 
 async def _http(
@@ -322,3 +344,4 @@ async def test_an_http_storm_is_answered_right_and_leaves_nothing_held(
     assert outcomes["answered"] <= successes <= outcomes["answered"] + outcomes["left"], (
         successes, outcomes,
     )  # fmt: skip
+    _assert_metrics_agree(server)
