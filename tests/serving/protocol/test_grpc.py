@@ -202,6 +202,25 @@ def _settled_successes(server: ServingProcess, model: str) -> int:
     return _successes(server, model)
 
 
+@pytest.mark.parametrize("algorithm", ["gzip", "deflate"])
+def test_compressed_calls_and_streams_are_answered(client: Any, algorithm: str) -> None:
+    x = np.arange(1000, dtype=np.float32).reshape(1, -1)
+    answer = client.infer("identity", [fp32_input(x)], compression_algorithm=algorithm)
+    np.testing.assert_array_equal(answer.as_numpy("OUTPUT0"), x)
+    results: queue.Queue[Any] = queue.Queue()
+    client.start_stream(
+        callback=lambda result, error: results.put((result, error)),
+        compression_algorithm=algorithm,
+    )
+    try:
+        client.async_stream_infer("identity", [fp32_input(x * 2)])
+        result, error = results.get(timeout=10)
+    finally:
+        client.stop_stream()
+    assert error is None
+    np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), x * 2)
+
+
 def test_statistics_and_index(client: Any) -> None:
     x = np.ones((1, 2), dtype=np.float32)
     client.infer("identity", [fp32_input(x)])
