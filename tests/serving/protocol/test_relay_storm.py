@@ -1,10 +1,14 @@
 """A storm of clients, over each way of serving (in-process on h2corn, in-process on the loop's own
 HTTP/2 listener, through front-end processes): many at once, some answered, some past their
-deadline, some that leave mid-call. Every answer must be right, the model's statistics must count
-what ran, and once the clients are gone nothing may still be held for them: no request in a
-model's version (a swap would wait on it), none pending in a queue, and nothing at the serving
-process's end of a front-end's socket (a call left there holds its request bytes for the life of
-the front-end)."""
+deadline, some that leave mid-call, mid-body or mid-stream (unary calls, request streams, an
+ensemble, a decoupled model's responses over gRPC and as Server-Sent Events).
+
+Every answer must be right, the statistics must count what ran (within what the clients saw),
+the metrics port must agree with them, and once the clients are gone nothing may still be held
+for them: no request in a model's version (a swap would wait on it), none pending in a queue,
+and nothing at the serving process's end of a front-end's socket (a call left there holds its
+request bytes for the life of the front-end). The loop's own HTTP/2 listener's bookkeeping of a
+reset call is ``test_grpc_http2``'s."""
 
 from __future__ import annotations
 
