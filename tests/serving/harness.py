@@ -31,6 +31,14 @@ HTTP_WORKERS = (0, 2)
 HTTP_WORKER_IDS = ("http-in-process", "http-frontends")
 
 
+def copy_onnx_version(repo: Path, model: str, source: int, target: int) -> None:
+    """A new version folder holding ``source``'s model file (what a poll picks up as a swap)."""
+    (repo / model / str(target)).mkdir()
+    (repo / model / str(target) / "model.onnx").write_bytes(
+        (repo / model / str(source) / "model.onnx").read_bytes()
+    )
+
+
 def folder_settings(repo: Path, **overrides: Any) -> ServingSettings:
     values: dict[str, Any] = {
         "model_repository": repo, "host": "127.0.0.1", "http_port": 0, "grpc_port": 0,

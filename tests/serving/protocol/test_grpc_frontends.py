@@ -25,6 +25,7 @@ from serving.main import ServingProcess
 from serving.settings import ServingSettings
 from tests.ports import free_port
 from tests.serving.harness import (
+    copy_onnx_version,
     folder_settings,
     frontend_children,
     process_alive,
@@ -255,10 +256,7 @@ def test_a_swap_under_load_across_frontends_fails_no_call(tmp_path: Path) -> Non
         for thread in clients:
             thread.start()
         time.sleep(1.0)
-        (tmp_path / "identity" / "2").mkdir()
-        (tmp_path / "identity" / "2" / "model.onnx").write_bytes(
-            (tmp_path / "identity" / "1" / "model.onnx").read_bytes()
-        )
+        copy_onnx_version(tmp_path, "identity", 1, 2)
         wait_until(lambda: "2" in versions and "2" in streamed, 60.0)
         time.sleep(1.0)
         stop.set()

@@ -24,6 +24,7 @@ from serving.main import ServingProcess
 from serving.settings import ServingSettings
 from tests.ports import free_port
 from tests.serving.harness import (
+    copy_onnx_version,
     folder_settings,
     frontend_children,
     identity_input,
@@ -224,10 +225,7 @@ def test_a_swap_under_load_across_frontends_fails_no_request(tmp_path: Path) -> 
         for thread in clients:
             thread.start()
         time.sleep(1.0)
-        (tmp_path / "identity" / "2").mkdir()
-        (tmp_path / "identity" / "2" / "model.onnx").write_bytes(
-            (tmp_path / "identity" / "1" / "model.onnx").read_bytes()
-        )
+        copy_onnx_version(tmp_path, "identity", 1, 2)
         wait_until(lambda: "2" in versions, 60.0)
         time.sleep(1.0)
         stop.set()

@@ -139,19 +139,23 @@ async def test_a_grpc_storm_is_answered_right_and_leaves_nothing_held(
     slots = asyncio.Semaphore(CONCURRENCY)
     client = grpcaio.InferenceServerClient(server.grpc_url)
 
-    async def unary(values: np.ndarray) -> None:  # type: ignore[type-arg]
-        """The client leaves at once or after a moment, its answer possibly on its way."""
-        call = asyncio.ensure_future(client.infer("identity", [_fp32(values)]))
-        await asyncio.sleep(rng.choice((0.0, 0.0005, 0.002)))
-        call.cancel()
+    async def call(
+        model: str, tensor: Any, output: str, values: Any, kind: str, *, leave: bool
+    ) -> None:
+        """One unary call; with ``leave`` the client leaves at once or after a moment, its
+        answer possibly on its way."""
+        running = asyncio.ensure_future(client.infer(model, [tensor]))
+        if leave:
+            await asyncio.sleep(rng.choice((0.0, 0.0005, 0.002)))
+            running.cancel()
         try:
-            result = await call
+            result = await running
         except asyncio.CancelledError:
-            outcomes["left"] += 1
+            outcomes[f"{kind} left"] += 1
             ran["maybe"] += 1
         else:
-            np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), values)
-            outcomes["answered before it left"] += 1
+            np.testing.assert_array_equal(result.as_numpy(output), values)
+            outcomes[f"{kind} answered"] += 1
             ran["answered"] += 1
 
     async def stream(values: np.ndarray) -> None:  # type: ignore[type-arg]
@@ -188,24 +192,6 @@ async def test_a_grpc_storm_is_answered_right_and_leaves_nothing_held(
             outcomes["stream left"] += 1
             ran["maybe"] += count - len(seen)
         ran["answered"] += len(seen)
-
-    async def chain(values: np.ndarray) -> None:  # type: ignore[type-arg]
-        """An ensemble (identity, then second): answered, or left midway."""
-        tensor = grpcaio.InferInput("IN", list(values.shape), "FP32")
-        tensor.set_data_from_numpy(values)
-        call = asyncio.ensure_future(client.infer("chain", [tensor]))
-        if rng.random() < 0.5:
-            await asyncio.sleep(rng.choice((0.0, 0.0005, 0.002)))
-            call.cancel()
-        try:
-            result = await call
-        except asyncio.CancelledError:
-            outcomes["ensemble left"] += 1
-            ran["maybe"] += 1
-        else:
-            np.testing.assert_array_equal(result.as_numpy("OUT"), values)
-            outcomes["ensemble answered"] += 1
-            ran["answered"] += 1
 
     async def decoupled() -> None:
         """A decoupled model's n responses on a stream: read whole, or left after some; or its
@@ -248,21 +234,21 @@ async def test_a_grpc_storm_is_answered_right_and_leaves_nothing_held(
         values = np.arange(rng.randint(1, 64), dtype=np.float32).reshape(1, -1) + index
         async with slots:
             if kind == "answered":
-                result = await client.infer("identity", [_fp32(values)])
-                np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), values)
-                outcomes["answered"] += 1
-                ran["answered"] += 1
+                await call("identity", _fp32(values), "OUTPUT0", values, "unary", leave=False)
             elif kind == "deadline":
                 with pytest.raises(InferenceServerException, match="Deadline"):
                     await client.infer("sleep", [_fp32(values[0])], client_timeout=DEADLINE_S,
                                        parameters={"execute_delay_ms": SLEEP_MS})  # fmt: skip
                 outcomes["deadline"] += 1
             elif kind == "left":
-                await unary(values)
+                await call("identity", _fp32(values), "OUTPUT0", values, "unary", leave=True)
             elif kind == "stream":
                 await stream(values)
-            elif kind == "ensemble":
-                await chain(values)
+            elif kind == "ensemble":  # identity, then second
+                tensor = grpcaio.InferInput("IN", list(values.shape), "FP32")
+                tensor.set_data_from_numpy(values)
+                leave = rng.random() < 0.5
+                await call("chain", tensor, "OUT", values, "ensemble", leave=leave)
             else:
                 await decoupled()
 
@@ -272,7 +258,7 @@ async def test_a_grpc_storm_is_answered_right_and_leaves_nothing_held(
     finally:
         await client.close()
     await _until_nothing_is_held(server)
-    kinds = ("deadline", "left", "stream left", "ensemble left", "decoupled left",
+    kinds = ("deadline", "unary left", "stream left", "ensemble left", "decoupled left",
              "decoupled endless left")  # fmt: skip
     assert all(outcomes[kind] for kind in kinds), outcomes
     # A request whose client left may still have run: its answer was on its way back.
