@@ -55,16 +55,25 @@ _BINARY_DATA_SIZE = re.compile(rb'"binary_data_size"')
 _NOT_BLANK = re.compile(rb"\S")
 # Answers up to this size leave as one body message (one write), larger ones piece by piece.
 JOIN_PIECES_BYTES = 64 * 1024
+# Bytes of request bodies still arriving that this process may hold at once, as a multiple of the
+# body limit; past it the request whose chunk would add more gets 503 and a close, as gRPC's
+# ``HELD_MESSAGES``. Without it, clients that each send most of a body of just under the limit and
+# then stop would hold the limit times the in-flight cap (64 GiB by default) until the body
+# timeout: the in-flight cap bounds their number, not their bytes.
+HELD_BODIES = 8
 DECOUPLED_HTTP = "HTTP end point doesn't support models with decoupled transaction policy"
 
 
 class HttpError(Exception):
-    """A transport-level answer that is not a domain error (404, 405, 413)."""
+    """A transport-level answer that is not a domain error (404, 405, 413), with its headers."""
 
-    def __init__(self, status: int, message: str) -> None:
+    def __init__(
+        self, status: int, message: str, headers: Sequence[tuple[bytes, bytes]] = ()
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
+        self.headers = list(headers)
 
 
 class HttpApp:
@@ -80,6 +89,8 @@ class HttpApp:
         self.server = server
         self.max_request_bytes = max_request_bytes
         self._in_flight = in_flight if in_flight is not None and in_flight.limit else None
+        self.held = 0  # bytes of request bodies still arriving, over all requests
+        self.hold_limit = HELD_BODIES * max_request_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -107,7 +118,7 @@ class HttpApp:
             return
         except HttpError as exc:
             # NOTE: a refused body is left unread, so the connection cannot be reused.
-            extra = [_CLOSE] if exc.status == 413 else None
+            extra = [*exc.headers, _CLOSE] if exc.status == 413 else exc.headers
             await _send_error(send, exc.status, exc.message, extra)
         except ServingError as exc:
             extra = [(b"accept-encoding", b"gzip, deflate")] if exc.message == (
@@ -307,16 +318,29 @@ class HttpApp:
         if not message.get("more_body"):
             return body
         buffer = BodyBuffer(length)  # NOTE: no whole-body copy on the loop (see ``body``)
-        buffer.add(body)
-        while message.get("more_body"):
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                raise HttpError(400, "client disconnected before the request body was complete")
-            buffer.add(message.get("body", b""))
-            if buffer.received > limit:
-                raise HttpError(413, f"request body exceeds the maximum input size of "
-                                     f"{limit} bytes")  # fmt: skip
+        try:
+            self._hold(buffer, body)
+            while message.get("more_body"):
+                message = await receive()
+                if message["type"] == "http.disconnect":
+                    raise HttpError(400, "client disconnected before the request body was complete")
+                self._hold(buffer, message.get("body", b""))
+                if buffer.received > limit:
+                    raise HttpError(413, f"request body exceeds the maximum input size of "
+                                         f"{limit} bytes")  # fmt: skip
+        finally:  # complete, refused or left: no longer arriving
+            self.held -= buffer.received
         return await buffer.result()
+
+    def _hold(self, buffer: BodyBuffer, chunk: bytes) -> None:
+        """Add a chunk to its body and to the bytes held; past ``hold_limit`` the request ends."""
+        buffer.add(chunk)
+        self.held += len(chunk)
+        if self.held > self.hold_limit:
+            logger.warning("HTTP request refused: request bodies still arriving held more than "
+                           "%d bytes at once", self.hold_limit)  # fmt: skip
+            raise HttpError(503, "The server holds too many request bytes; retry later",
+                            [(b"retry-after", b"1"), _CLOSE])  # fmt: skip
 
     async def _repository(
         self,

@@ -3,11 +3,14 @@ client cannot send something malformed). After each error the server must keep s
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import http.client
 import json
+import select
 import socket
 import struct
+import time
 import zlib
 from typing import Any
 
@@ -17,6 +20,7 @@ import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
 from serving.main import ServingProcess
+from serving.protocol.http.app import HELD_BODIES
 from tests.serving.harness import identity_input
 from tests.serving.protocol.conftest import MAX_REQUEST_BYTES
 
@@ -499,6 +503,76 @@ def test_an_oversized_chunked_body_is_413(server: ServingProcess, client: Any) -
             answer += piece
     assert answer.startswith(b"HTTP/1.1 413 ")
     assert b"exceeds the maximum input size" in answer
+    assert_still_serving(client)
+
+
+def _nearly_sent_infer(server: ServingProcess, elements: np.ndarray[Any, Any]) -> socket.socket:
+    """A binary identity request of ``elements`` on a new connection, all but its last byte sent."""
+    header = json.dumps({
+        "inputs": [{"name": "INPUT0", "shape": [1, elements.size], "datatype": "FP32",
+                    "parameters": {"binary_data_size": elements.nbytes}}],
+        "outputs": [{"name": "OUTPUT0", "parameters": {"binary_data": True}}],
+    }).encode()  # fmt: skip
+    body = header + elements.tobytes()
+    sock = socket.create_connection(("127.0.0.1", server.ports.http), timeout=30)
+    sock.sendall(
+        b"POST /v2/models/identity/infer HTTP/1.1\r\nHost: t\r\n"
+        b"Content-Length: %d\r\nInference-Header-Content-Length: %d\r\n\r\n"
+        % (len(body), len(header)) + body[:-1]
+    )  # fmt: skip
+    return sock
+
+
+def _answer(sock: socket.socket) -> http.client.HTTPResponse:
+    response = http.client.HTTPResponse(sock)
+    response.begin()
+    return response
+
+
+def _finish_and_check(socks: list[socket.socket], elements: np.ndarray[Any, Any]) -> None:
+    for sock in socks:
+        sock.sendall(elements.tobytes()[-1:])  # the body's last byte
+    for sock in socks:
+        with sock:
+            response = _answer(sock)
+            payload = response.read()
+            assert response.status == 200, payload
+            assert payload.endswith(elements.tobytes())
+
+
+def test_bodies_still_arriving_are_held_to_a_budget_then_released(
+    server: ServingProcess, client: Any
+) -> None:
+    """Clients that each send most of a body of nearly the limit and stop: the server holds
+    ``HELD_BODIES`` of them; the requests whose bytes would go past that get 503, Retry-After and
+    a close (those bodies' bytes freed), and the others, finished, are answered in full. Bodies
+    that were answered or whose clients left give their bytes back: the budget holds as many
+    again afterwards."""
+    elements = np.arange((MAX_REQUEST_BYTES - 4096) // 4, dtype=np.float32)
+    socks = [_nearly_sent_infer(server, elements) for _ in range(HELD_BODIES + 2)]
+    refused: list[socket.socket] = []
+    deadline = time.monotonic() + 30
+    while len(refused) < 2 and time.monotonic() < deadline:
+        waiting = [sock for sock in socks if sock not in refused]
+        refused += select.select(waiting, [], [], 1)[0]
+    assert len(refused) == 2, "past the budget, the bodies that would exceed it must be refused"
+    for sock in refused:
+        with sock:
+            response = _answer(sock)
+            assert response.status == 503
+            assert response.getheader("retry-after") == "1"
+            assert "too many request bytes" in json.loads(response.read())["error"]
+            # Closed, the rest of its body never read (unread bytes make the close a reset).
+            with contextlib.suppress(ConnectionResetError):
+                assert sock.recv(1) == b""
+    # Every other request is still held whole and is answered once its last byte comes.
+    _finish_and_check([sock for sock in socks if sock not in refused], elements)
+
+    left = [_nearly_sent_infer(server, elements) for _ in range(HELD_BODIES)]
+    time.sleep(0.5)  # NOTE: no answer to wait for: give the server time to take the bytes
+    for sock in left:  # the clients go away mid-body
+        sock.close()
+    _finish_and_check([_nearly_sent_infer(server, elements) for _ in range(HELD_BODIES)], elements)
     assert_still_serving(client)
 
 
