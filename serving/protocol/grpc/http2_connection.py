@@ -52,6 +52,11 @@ MAX_HEADER_LIST_BYTES = 16 << 10  # grpc's own default limit on request metadata
 # Without it one client could open a thousand streams, each with a message just under the
 # limit that never completes, and hold all of it in memory before any check runs.
 HELD_MESSAGES_PER_CONNECTION = 8
+# The same multiple for all of a listener's connections together: past it the call whose bytes
+# would add more ends RESOURCE_EXHAUSTED (as on h2corn), and its bytes are freed. Without it, many
+# connections, each under its own bound, could still hold it times their number.
+HELD_MESSAGES = 8
+
 # The client's stream resets one connection may make: a token bucket with nghttp2's defaults
 # (the HTTP/2 library under node and Apache httpd). Each reset of a call still running costs its
 # HEADERS' work and a task for nothing, so a client that opens and resets streams without end
@@ -77,6 +82,17 @@ PROTOCOL_CONFIG = H2Configuration(
 )
 
 
+class HeldBytes:
+    """Request bytes all of one listener's calls hold, and the most they may (``HELD_MESSAGES``
+    messages of the limit)."""
+
+    __slots__ = ("held", "limit")
+
+    def __init__(self, max_message_bytes: int) -> None:
+        self.held = 0
+        self.limit = HELD_MESSAGES * max_message_bytes
+
+
 class GrpcHttp2Connection(asyncio.Protocol):
     """One client connection: its streams are calls; ``begin_close`` is the graceful end."""
 
@@ -87,11 +103,15 @@ class GrpcHttp2Connection(asyncio.Protocol):
         max_message_bytes: int,
         on_open: Callable[[GrpcHttp2Connection], None],
         on_close: Callable[[GrpcHttp2Connection], None],
+        listener_held: HeldBytes | None = None,
     ) -> None:
         self._dispatcher = dispatcher
         self._max_message = max_message_bytes
         self._hold_limit = HELD_MESSAGES_PER_CONNECTION * max_message_bytes
         self.held = 0  # request bytes this connection's calls hold (``_Call.held``, summed)
+        # what all the listener's connections hold (this one's included)
+        self.listener_held = listener_held if listener_held is not None else HeldBytes(
+            max_message_bytes)  # fmt: skip
         self._on_open, self._on_close = on_open, on_close
         self._h2 = H2Connection(config=PROTOCOL_CONFIG)
         self._transport: asyncio.Transport | None = None
@@ -262,6 +282,17 @@ class GrpcHttp2Connection(asyncio.Protocol):
                            self.peer, self.held)  # fmt: skip
             self._end_now(ErrorCodes.ENHANCE_YOUR_CALM)
             return
+        listener = self.listener_held
+        if listener.held > listener.limit:
+            logger.warning("gRPC call from %s refused: the calls held %d request bytes at once",
+                           self.peer, listener.limit)  # fmt: skip
+            call.status(wire.RESOURCE_EXHAUSTED,
+                        "The server holds too many request bytes; try again later")  # fmt: skip
+            call.release()
+            call.stop_work()
+            self._ack(event.stream_id, event.flow_controlled_length + call.unacked)
+            call.unacked = 0
+            return
         if len(call.messages) < STREAM_WINDOW:
             self._ack(event.stream_id, event.flow_controlled_length + call.unacked)
             call.unacked = 0
@@ -430,7 +461,9 @@ class _Call:
 
     def _count_held(self) -> None:
         held = self.queued + (len(self.partial) if self.partial else 0)
-        self._connection.held += held - self.held
+        connection = self._connection
+        connection.held += held - self.held
+        connection.listener_held.held += held - self.held
         self.held = held
 
     def release(self) -> None:

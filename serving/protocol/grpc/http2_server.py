@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from serving.protocol.grpc.calls import Dispatcher
-from serving.protocol.grpc.http2_connection import GrpcHttp2Connection
+from serving.protocol.grpc.http2_connection import GrpcHttp2Connection, HeldBytes
 
 
 class Http2GrpcServer:
@@ -36,6 +36,7 @@ class Http2GrpcServer:
         self._tls = tls
         self._server: asyncio.AbstractServer | None = None
         self.connections: set[GrpcHttp2Connection] = set()
+        self.held = HeldBytes(max_message_bytes)  # request bytes all connections' calls hold
 
     async def start(self, host: str, port: int, *, reuse_port: bool = False) -> int:
         """Listen on ``host:port`` (port 0: a free one); returns the bound port. ``reuse_port``:
@@ -53,6 +54,7 @@ class Http2GrpcServer:
             max_message_bytes=self._max_message_bytes,
             on_open=self.connections.add,
             on_close=self.connections.discard,
+            listener_held=self.held,
         )
 
     async def stop(self, grace_s: float) -> None:

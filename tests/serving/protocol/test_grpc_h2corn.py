@@ -38,6 +38,7 @@ from tests.serving.protocol.test_grpc_http2 import (  # noqa: F401 - run again, 
     test_a_stream_reset_by_the_client_leaves_the_connection_serving,
     test_an_answer_larger_than_the_clients_window_arrives_whole,
     test_an_unknown_compression_is_unimplemented,
+    test_calls_together_hold_no_more_than_their_request_budget,
     test_http1_on_the_grpc_port_is_closed_and_serving_goes_on,
     test_many_calls_at_once_on_one_connection_each_get_their_own_answer,
     test_metadata_past_the_limit_fails_the_call_and_serving_goes_on,
@@ -101,44 +102,6 @@ def test_a_unary_call_whose_client_resets_it_or_leaves_never_runs(
     assert int(after["execution_count"]) - int(before.get("execution_count", 0)) == 1
     failed = [int(s["inference_stats"]["fail"].get("count", 0)) for s in (before, after)]
     assert failed[1] == failed[0] + 1
-
-
-def _unfinished_message(raw: RawGrpc, size: int) -> int:
-    """Open a call and send most of one message of ``size`` bytes, never its end."""
-    sid = raw.open(INFER)
-    for offset in range(0, size - 20_000, 16_000):
-        chunk = b"\0" * 16_000
-        if offset == 0:
-            chunk = b"\x00" + size.to_bytes(4, "big") + chunk[5:]
-        raw.send(sid, chunk)
-    return sid
-
-
-def test_calls_together_hold_no_more_than_their_request_budget(
-    server: ServingProcess, caplog: pytest.LogCaptureFixture
-) -> None:
-    # Eight calls, over three connections, each hold a message just under the 1 MiB limit that
-    # never completes: about 8 MiB. The ninth call that adds more is refused; the others and the
-    # server go on, and once those clients leave, their bytes are free again.
-    almost = MAX_REQUEST_BYTES - 100
-    connections = [RawGrpc("127.0.0.1", _port(server)) for _ in range(3)]
-    try:
-        for index in range(8):
-            _unfinished_message(connections[index % 3], almost)
-        time.sleep(0.5)  # the eight are read and held before the ninth begins
-        ninth = _unfinished_message(connections[2], almost)
-        answer = connections[2].wait(ninth)
-        assert answer.grpc_status == 8, answer.trailers
-        assert "too many request bytes" in answer.grpc_message
-        assert any("request bytes at once" in r.getMessage() for r in caplog.records)
-    finally:
-        for raw in connections:
-            raw.close()
-    x = np.ones((1, (MAX_REQUEST_BYTES - 1000) // 4), dtype=np.float32)
-    with grpcclient.InferenceServerClient(server.grpc_url) as client:
-        for _ in range(3):  # the budget is free again: large messages go through
-            result = client.infer("identity", [fp32_input(x)])
-            np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), x)
 
 
 def test_h2corn_ends_a_client_that_resets_calls_without_end(server: ServingProcess) -> None:

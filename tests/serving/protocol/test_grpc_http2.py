@@ -221,6 +221,45 @@ def test_a_connection_holding_too_many_unfinished_messages_is_ended(
         assert client.is_server_live()
 
 
+def _unfinished_message(raw: RawGrpc, size: int) -> int:
+    """Open a call and send most of one message of ``size`` bytes, never its end."""
+    sid = raw.open(INFER)
+    for offset in range(0, size - 20_000, 16_000):
+        chunk = b"\0" * 16_000
+        if offset == 0:
+            chunk = b"\x00" + size.to_bytes(4, "big") + chunk[5:]
+        raw.send(sid, chunk)
+    return sid
+
+
+def test_calls_together_hold_no_more_than_their_request_budget(
+    server: ServingProcess, caplog: pytest.LogCaptureFixture
+) -> None:
+    # On either transport: eight calls, over three connections (each under its own bound), each
+    # hold a message just under the 1 MiB limit that never completes: about 8 MiB. The ninth call
+    # that adds more is refused; the others and the server go on, and once those clients leave,
+    # their bytes are free again.
+    almost = MAX_REQUEST_BYTES - 100
+    connections = [RawGrpc("127.0.0.1", _port(server)) for _ in range(3)]
+    try:
+        for index in range(8):
+            _unfinished_message(connections[index % 3], almost)
+        time.sleep(0.5)  # the eight are read and held before the ninth begins
+        ninth = _unfinished_message(connections[2], almost)
+        answer = connections[2].wait(ninth)
+        assert answer.grpc_status == 8, answer.trailers
+        assert "too many request bytes" in answer.grpc_message
+        assert any("request bytes at once" in r.getMessage() for r in caplog.records)
+    finally:
+        for raw in connections:
+            raw.close()
+    x = np.ones((1, (MAX_REQUEST_BYTES - 1000) // 4), dtype=np.float32)
+    with grpcclient.InferenceServerClient(server.grpc_url) as client:
+        for _ in range(3):  # the budget is free again: large messages go through
+            result = client.infer("identity", [fp32_input(x)])
+            np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), x)
+
+
 def test_a_message_cut_short_by_the_end_of_the_stream_is_internal(server: ServingProcess) -> None:
     with RawGrpc("127.0.0.1", _port(server)) as raw:
         answer = raw.call(LIVE, [b"\x00\x00\x00\x00\x10abc"])
