@@ -506,35 +506,45 @@ def test_an_oversized_chunked_body_is_413(server: ServingProcess, client: Any) -
     assert_still_serving(client)
 
 
-def _nearly_sent_infer(server: ServingProcess, elements: np.ndarray[Any, Any]) -> socket.socket:
-    """A binary identity request of ``elements`` on a new connection, all but its last byte sent."""
+def binary_identity_request(elements: np.ndarray[Any, Any]) -> bytes:
+    """A whole HTTP request inferring ``elements`` (FP32) on ``identity``, binary both ways."""
     header = json.dumps({
         "inputs": [{"name": "INPUT0", "shape": [1, elements.size], "datatype": "FP32",
                     "parameters": {"binary_data_size": elements.nbytes}}],
         "outputs": [{"name": "OUTPUT0", "parameters": {"binary_data": True}}],
     }).encode()  # fmt: skip
     body = header + elements.tobytes()
-    sock = socket.create_connection(("127.0.0.1", server.ports.http), timeout=30)
-    sock.sendall(
+    return (
         b"POST /v2/models/identity/infer HTTP/1.1\r\nHost: t\r\n"
         b"Content-Length: %d\r\nInference-Header-Content-Length: %d\r\n\r\n"
-        % (len(body), len(header)) + body[:-1]
+        % (len(body), len(header)) + body
     )  # fmt: skip
+
+
+def _nearly_sent_infer(server: ServingProcess, elements: np.ndarray[Any, Any]) -> socket.socket:
+    """A binary identity request of ``elements`` on a new connection, all but its last byte sent."""
+    sock = socket.create_connection(("127.0.0.1", server.ports.http), timeout=30)
+    sock.sendall(binary_identity_request(elements)[:-1])
     return sock
 
 
-def _answer(sock: socket.socket) -> http.client.HTTPResponse:
+def read_answer(sock: socket.socket) -> http.client.HTTPResponse:
     response = http.client.HTTPResponse(sock)
     response.begin()
     return response
 
 
-def _finish_and_check(socks: list[socket.socket], elements: np.ndarray[Any, Any]) -> None:
-    for sock in socks:
-        sock.sendall(elements.tobytes()[-1:])  # the body's last byte
+def finish_and_check(
+    socks: list[socket.socket], rests: list[bytes], elements: np.ndarray[Any, Any]
+) -> None:
+    """Send each connection the rest of its ``binary_identity_request``, then check that every
+    one is answered ``elements``."""
+    for sock, rest in zip(socks, rests, strict=True):
+        sock.settimeout(60)
+        sock.sendall(rest)
     for sock in socks:
         with sock:
-            response = _answer(sock)
+            response = read_answer(sock)
             payload = response.read()
             assert response.status == 200, payload
             assert payload.endswith(elements.tobytes())
@@ -549,6 +559,7 @@ def test_bodies_still_arriving_are_held_to_a_budget_then_released(
     that were answered or whose clients left give their bytes back: the budget holds as many
     again afterwards."""
     elements = np.arange((MAX_REQUEST_BYTES - 4096) // 4, dtype=np.float32)
+    last_byte = elements.tobytes()[-1:]  # what ``_nearly_sent_infer`` leaves unsent
     socks = [_nearly_sent_infer(server, elements) for _ in range(HELD_BODIES + 2)]
     refused: list[socket.socket] = []
     deadline = time.monotonic() + 30
@@ -558,7 +569,7 @@ def test_bodies_still_arriving_are_held_to_a_budget_then_released(
     assert len(refused) == 2, "past the budget, the bodies that would exceed it must be refused"
     for sock in refused:
         with sock:
-            response = _answer(sock)
+            response = read_answer(sock)
             assert response.status == 503
             assert response.getheader("retry-after") == "1"
             assert "too many request bytes" in json.loads(response.read())["error"]
@@ -566,13 +577,15 @@ def test_bodies_still_arriving_are_held_to_a_budget_then_released(
             with contextlib.suppress(ConnectionResetError):
                 assert sock.recv(1) == b""
     # Every other request is still held whole and is answered once its last byte comes.
-    _finish_and_check([sock for sock in socks if sock not in refused], elements)
+    held = [sock for sock in socks if sock not in refused]
+    finish_and_check(held, [last_byte] * len(held), elements)
 
     left = [_nearly_sent_infer(server, elements) for _ in range(HELD_BODIES)]
     time.sleep(0.5)  # NOTE: no answer to wait for: give the server time to take the bytes
     for sock in left:  # the clients go away mid-body
         sock.close()
-    _finish_and_check([_nearly_sent_infer(server, elements) for _ in range(HELD_BODIES)], elements)
+    again = [_nearly_sent_infer(server, elements) for _ in range(HELD_BODIES)]
+    finish_and_check(again, [last_byte] * len(again), elements)
     assert_still_serving(client)
 
 

@@ -5,6 +5,7 @@ failed request, and SIGTERM stopping them with the server."""
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import os
 import signal
@@ -36,7 +37,7 @@ from tests.serving.harness import (
 )
 from tests.serving.protocol.conftest import MAX_REQUEST_BYTES
 from tests.serving.protocol.test_http import *  # noqa: F403 - the same tests, through front-ends
-from tests.serving.protocol.test_http import raw
+from tests.serving.protocol.test_http import binary_identity_request, finish_and_check, raw
 
 pytestmark = pytest.mark.embedded
 
@@ -271,6 +272,48 @@ def test_sigterm_drains_a_relayed_request_and_stops_the_frontends(tmp_path: Path
         assert process.wait(timeout=60) == 0
     assert len(results) == 1 and results[0][0] == 200, results
     wait_until(lambda: not any(process_alive(pid) for pid in children), 30.0)
+
+
+def _rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError(f"no VmRSS for {pid}")
+
+
+def test_a_frontend_reads_no_faster_than_the_server_takes_the_bytes(tmp_path: Path) -> None:
+    """With the serving process stopped (SIGSTOP), clients pushing large bodies fill the
+    front-end's socket to it and then their own TCP windows, not the front-end's memory; once
+    it runs again every body arrives whole and is answered."""
+    dm.write_onnx_identity(tmp_path, "identity", dims=(-1,), max_batch_size=8)
+    http_port = free_port()
+    args = ["-m", "serving", "--model-repository", str(tmp_path), "--host", "127.0.0.1",
+            "--http-port", str(http_port), "--grpc-port", "-1", "--metrics-port", "-1",
+            "--http-workers", "1"]  # fmt: skip
+    x = np.arange(4 << 20, dtype=np.float32)  # 16 MiB a request
+    request = binary_identity_request(x)
+    with serving_subprocess(args) as process:
+        wait_ready(f"127.0.0.1:{http_port}", process=process)
+        (frontend,) = frontend_children(process.pid, "serving.protocol.http.frontend")
+        before = _rss_mib(frontend)
+        process.send_signal(signal.SIGSTOP)
+        try:
+            clients, sent = [], []
+            for _ in range(8):
+                sock = socket.create_connection(("127.0.0.1", http_port), timeout=0.5)
+                count = 0
+                with contextlib.suppress(TimeoutError):  # nothing taken for 0.5 s: it waits
+                    while count < len(request):
+                        count += sock.send(request[count : count + (256 << 10)])
+                clients.append(sock)
+                sent.append(count)
+            grown = _rss_mib(frontend) - before
+        finally:
+            process.send_signal(signal.SIGCONT)
+        # Without the back-pressure the front-end held all 128 MiB the clients sent.
+        assert grown < 64, f"the front-end grew {grown:.0f} MiB while the server was stopped"
+        assert sum(sent) < len(request) * len(clients)
+        finish_and_check(clients, [request[count:] for count in sent], x)
 
 
 def test_frontends_refuse_https_and_negative_counts_with_a_clear_message(tmp_path: Path) -> None:
