@@ -14,6 +14,13 @@ from collections.abc import Callable
 
 HEAD = struct.Struct("<IQB")
 MAX_PAYLOAD = 2**32 - 1
+# Bytes a front-end has written to the serving process that it has not read yet: past the high
+# mark the front-end reads no more request bytes from its clients (they wait in TCP's or HTTP/2's
+# flow control) until the serving process is within the low one. Without it a front-end reads
+# every client as fast as the network brings bytes and holds what the serving process has not
+# taken (docs/serving.md, "Front-end processes").
+HIGH_WATER = 16 << 20
+LOW_WATER = 4 << 20
 
 
 def frame(call: int, kind: int, payload: bytes | memoryview = b"") -> bytes:
@@ -64,6 +71,30 @@ class FrameWriter:
     def __init__(self) -> None:
         self.transport: asyncio.Transport | None = None
         self._out: list[bytes] = []
+        self._caught_up: asyncio.Future[None] | None = None  # pending while the other end is behind
+
+    def hold_back(self, transport: asyncio.Transport) -> None:
+        """Write to ``transport``, and have ``caught_up`` wait while more than ``HIGH_WATER``
+        bytes are unread (the protocol passes on ``pause_writing`` and ``resume_writing``)."""
+        self.transport = transport
+        transport.set_write_buffer_limits(high=HIGH_WATER, low=LOW_WATER)
+
+    def pause(self) -> None:
+        if self._caught_up is None:
+            self._caught_up = asyncio.get_running_loop().create_future()
+
+    def resume(self) -> None:
+        """Under the low mark again, or the socket is gone (then nothing will drain: whoever
+        waits goes on and finds it gone)."""
+        caught_up, self._caught_up = self._caught_up, None
+        if caught_up is not None and not caught_up.done():
+            caught_up.set_result(None)
+
+    async def caught_up(self) -> None:
+        """Returns once the other end has read what it was behind on (at once if it is not)."""
+        while self._caught_up is not None:
+            # NOTE: shielded: a caller cancelled while it waits must not cancel the others' wait.
+            await asyncio.shield(self._caught_up)
 
     def send(self, data: bytes) -> None:
         if not self._out:

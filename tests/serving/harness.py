@@ -194,6 +194,26 @@ def process_alive(pid: int) -> bool:
     return stat[stat.rindex(")") + 2] != "Z"
 
 
+def rss_mib(pid: int) -> float:
+    """``pid``'s resident memory."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError(f"no VmRSS for {pid}")
+
+
+def settled_rss_mib(pid: int, deadline_s: float = 20.0) -> float:
+    """``pid``'s resident memory once it stopped growing (unchanged for a second)."""
+    last, since = rss_mib(pid), time.monotonic()
+    deadline = since + deadline_s
+    while time.monotonic() < deadline and time.monotonic() - since < 1.0:
+        time.sleep(0.1)
+        now = rss_mib(pid)
+        if now != last:
+            last, since = now, time.monotonic()
+    return last
+
+
 def wait_until(predicate: Any, deadline_s: float = 60.0) -> None:
     """Poll ``predicate`` until it holds; fail past ``deadline_s``."""
     deadline = time.monotonic() + deadline_s

@@ -22,7 +22,7 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
-from collections.abc import AsyncIterator, Callable, MutableMapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -87,8 +87,12 @@ class H2cornGrpcServer:
         max_message_bytes: int,
         grace_s: float = 30.0,
         tls: TlsFiles | None = None,
+        read_gate: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self._dispatcher = Dispatcher(register, interceptors)
+        # Awaited before each read of a call's request bytes: a front-end's wait for the serving
+        # process to catch up, so meanwhile the bytes stay with the client (HTTP/2 flow control).
+        self.read_gate = read_gate
         self._max_message = max_message_bytes
         self._grace_s = grace_s  # h2corn's config is fixed once it serves: the stop's grace
         self.held = 0  # request bytes the running calls hold (``_AsgiCall.held``, summed)
@@ -218,6 +222,9 @@ class _AsgiCall:
                 await self._read()
 
     async def _read(self) -> None:
+        gate = self._server.read_gate
+        if gate is not None:
+            await gate()
         event = await self._receive()
         if event["type"] != "http.request":  # http.disconnect: nobody is left to answer
             self._ended = True

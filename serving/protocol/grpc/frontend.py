@@ -20,7 +20,7 @@ import itertools
 import logging
 import signal
 import socket
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import grpc
@@ -55,12 +55,26 @@ class Relay(asyncio.Protocol):
         self._ids = itertools.count(1)
         self._reader = wire.FrameReader(self._on_frame)
         self._lost = lost
+        self.caught_up = self._writer.caught_up  # no call reads on while the server is behind
+        self.on_behind: Callable[[bool], None] | None = None  # the same, for a push listener
+
+    def pause_writing(self) -> None:
+        self._writer.pause()
+        if self.on_behind is not None:
+            self.on_behind(True)
+
+    def resume_writing(self) -> None:
+        self._writer.resume()
+        if self.on_behind is not None:
+            self.on_behind(False)
 
     def connection_made(self, transport: Any) -> None:
-        self._transport = self._writer.transport = transport
+        self._transport = transport
+        self._writer.hold_back(transport)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._transport = self._writer.transport = None
+        self.resume_writing()
         for queue in self._calls.values():  # every open call ends UNAVAILABLE
             queue.put_nowait((wire.STATUS, b""))
         for waiter in self._unary.values():
@@ -226,10 +240,12 @@ async def serve(
         register = lambda target: target.add_generic_rpc_handlers(handlers)  # noqa: E731
         if transport == "h2corn":
             listener = H2cornGrpcServer(
-                register, max_message_bytes=max_message_bytes, grace_s=grace_s
-            )
+                register, max_message_bytes=max_message_bytes, grace_s=grace_s,
+                read_gate=relay.caught_up,
+            )  # fmt: skip
         else:
             listener = Http2GrpcServer(register, max_message_bytes=max_message_bytes)
+            relay.on_behind = listener.hold_reads
         host, port = address.rsplit(":", 1)
         try:
             await listener.start(host.strip("[]"), int(port), reuse_port=True)

@@ -120,6 +120,7 @@ class GrpcHttp2Connection(asyncio.Protocol):
         self._running = 0  # calls whose task has not ended
         self._flush_due = False
         self._paused = False
+        self._reads_held = False  # by the listener (``hold_reads``)
         self._refuse_after: int | None = None  # the last stream served once GOAWAY went out
         self._idle = asyncio.Event()
         self._idle.set()
@@ -201,15 +202,27 @@ class GrpcHttp2Connection(asyncio.Protocol):
         acknowledgements (and any answers) pile up in the transport without bound; reading on
         would also start calls whose answers have nowhere to go."""
         self._paused = True
-        if self._transport is not None and not self._transport.is_closing():
-            self._transport.pause_reading()
+        self._read_or_not()
 
     def resume_writing(self) -> None:
         self._paused = False
-        if self._transport is not None and not self._transport.is_closing():
-            self._transport.resume_reading()
+        self._read_or_not()
         for call in self._calls.values():
             call.wake_writer()
+
+    def hold_reads(self, held: bool) -> None:
+        """Read nothing more from this client while ``held`` (a front-end whose serving process
+        is behind): its bytes wait in HTTP/2's and TCP's flow control."""
+        self._reads_held = held
+        self._read_or_not()
+
+    def _read_or_not(self) -> None:
+        transport = self._transport
+        if transport is not None and not transport.is_closing():
+            if self._paused or self._reads_held:
+                transport.pause_reading()
+            else:
+                transport.resume_reading()
 
     # --- the server's controls -------------------------------------------------------------
 

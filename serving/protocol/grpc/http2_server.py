@@ -37,6 +37,7 @@ class Http2GrpcServer:
         self._server: asyncio.AbstractServer | None = None
         self.connections: set[GrpcHttp2Connection] = set()
         self.held = HeldBytes(max_message_bytes)  # request bytes all connections' calls hold
+        self._reads_held = False
 
     async def start(self, host: str, port: int, *, reuse_port: bool = False) -> int:
         """Listen on ``host:port`` (port 0: a free one); returns the bound port. ``reuse_port``:
@@ -52,10 +53,22 @@ class Http2GrpcServer:
         return GrpcHttp2Connection(
             self._dispatcher,
             max_message_bytes=self._max_message_bytes,
-            on_open=self.connections.add,
+            on_open=self._opened,
             on_close=self.connections.discard,
             listener_held=self.held,
         )
+
+    def _opened(self, connection: GrpcHttp2Connection) -> None:
+        self.connections.add(connection)
+        if self._reads_held:
+            connection.hold_reads(True)
+
+    def hold_reads(self, held: bool) -> None:
+        """Read nothing more from any client while ``held``: a front-end's serving process is
+        behind (``relay_frames.HIGH_WATER``), so its clients' bytes wait in their flow control."""
+        self._reads_held = held
+        for connection in self.connections:
+            connection.hold_reads(held)
 
     async def stop(self, grace_s: float) -> None:
         if self._server is not None:

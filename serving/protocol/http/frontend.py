@@ -35,13 +35,6 @@ logger = logging.getLogger("serving.http.frontend")
 
 Message = MutableMapping[str, Any]
 _LOST = -1  # a pseudo-kind: the serving process went away
-# Bytes written to the serving process that it has not read yet: past the high mark no request
-# reads more of its client's body (the client's connection stops being read, so TCP pushes back on
-# it) until the serving process has caught up to the low one. Without it a front-end reads every
-# client as fast as the network brings bytes, and holds what the serving process has not taken:
-# 24 clients each sending most of a 64 MiB body grew one front-end to 1 GiB.
-RELAY_HIGH_WATER = 16 << 20
-RELAY_LOW_WATER = 4 << 20
 _GONE_ANSWER = orjson.dumps({"error": "the server's front-end lost its server"})
 
 
@@ -82,34 +75,18 @@ class Relay(asyncio.Protocol):
         self._ids = itertools.count(1)
         self._reader = wire.FrameReader(self._on_frame)
         self._lost = lost
-        self._caught_up: asyncio.Future[None] | None = None  # pending while the socket is full
+        self.caught_up = self._writer.caught_up  # no request reads on while the server is behind
+        self.pause_writing, self.resume_writing = self._writer.pause, self._writer.resume
 
     def connection_made(self, transport: Any) -> None:
-        self._writer.transport = transport
-        transport.set_write_buffer_limits(high=RELAY_HIGH_WATER, low=RELAY_LOW_WATER)
+        self._writer.hold_back(transport)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._writer.transport = None
         for answer in self._answers.values():
             answer.put(_LOST, b"")
-        self.resume_writing()  # nothing will drain: whoever waits goes on and finds it gone
+        self._writer.resume()
         self._lost.set()
-
-    def pause_writing(self) -> None:
-        if self._caught_up is None:
-            self._caught_up = asyncio.get_running_loop().create_future()
-
-    def resume_writing(self) -> None:
-        caught_up, self._caught_up = self._caught_up, None
-        if caught_up is not None and not caught_up.done():
-            caught_up.set_result(None)
-
-    async def caught_up(self) -> None:
-        """Returns once the serving process has read what it was behind on (at once if it is
-        not behind)."""
-        while self._caught_up is not None:
-            # NOTE: shielded: a request cancelled while it waits must not cancel the others' wait.
-            await asyncio.shield(self._caught_up)
 
     def data_received(self, data: bytes) -> None:
         self._reader.feed(data)
@@ -136,8 +113,8 @@ class Relay(asyncio.Protocol):
 
 class RelayApp:
     """The ASGI app of a front-end: every HTTP request, relayed. A body goes on piece by piece as
-    it comes, while the serving process keeps up (``RELAY_HIGH_WATER``); the serving process's
-    in-flight, size and held-bytes caps refuse a request as in-process."""
+    it comes, while the serving process keeps up (``relay_frames.HIGH_WATER``); the serving
+    process's in-flight, size and held-bytes caps refuse a request as in-process."""
 
     def __init__(self, relay: Relay) -> None:
         self.relay = relay

@@ -29,7 +29,9 @@ from tests.serving.harness import (
     folder_settings,
     frontend_children,
     process_alive,
+    rss_mib,
     serving_subprocess,
+    settled_rss_mib,
     wait_ready,
     wait_until,
     write_protocol_repository,
@@ -298,6 +300,52 @@ def test_sigterm_drains_a_relayed_call_and_stops_the_frontends(tmp_path: Path) -
         assert process.wait(timeout=60) == 0
     assert len(results) == 1
     wait_until(lambda: not any(process_alive(pid) for pid in children), 30.0)
+
+
+@pytest.mark.parametrize("transport", ["h2corn", "h2"])
+def test_a_frontend_reads_no_faster_than_the_server_takes_the_calls(
+    tmp_path: Path, transport: str
+) -> None:
+    """With the serving process stopped (SIGSTOP), 16 calls of 16 MiB each over two connections
+    fill the front-end's socket to it and then wait in HTTP/2's flow control, not in the
+    front-end's memory; once it runs again every call is answered."""
+    dm.write_onnx_identity(tmp_path, "identity", dims=(-1,), max_batch_size=8)
+    http_port, grpc_port = free_port(), free_port()
+    args = ["-m", "serving", "--model-repository", str(tmp_path), "--host", "127.0.0.1",
+            "--http-port", str(http_port), "--grpc-port", str(grpc_port),
+            "--metrics-port", "-1", "--grpc-workers", "1", "--http-workers", "0",
+            "--grpc-transport", transport]  # fmt: skip
+    x = np.arange(4 << 20, dtype=np.float32).reshape(1, -1)
+    with serving_subprocess(args) as process:
+        wait_ready(f"127.0.0.1:{http_port}", process=process)
+        (frontend,) = frontend_children(process.pid, "serving.protocol.grpc.frontend")
+        clients = [grpcclient.InferenceServerClient(f"127.0.0.1:{grpc_port}") for _ in range(2)]
+        assert clients[0].is_server_ready()
+        before = rss_mib(frontend)
+        answers: list[Any] = []
+
+        def call(client: Any) -> None:
+            try:
+                result = client.infer("identity", [fp32_input(x)], client_timeout=120)
+                answers.append(np.array_equal(result.as_numpy("OUTPUT0"), x))
+            except InferenceServerException as exc:
+                answers.append(exc)
+
+        callers = [threading.Thread(target=call, args=(clients[i % 2],)) for i in range(16)]
+        process.send_signal(signal.SIGSTOP)
+        try:
+            for caller in callers:
+                caller.start()
+            grown = settled_rss_mib(frontend) - before
+        finally:
+            process.send_signal(signal.SIGCONT)
+        for caller in callers:
+            caller.join(120)
+        for client in clients:
+            client.close()
+    # Without the back-pressure the front-end took in all 256 MiB (about 550 MiB of memory).
+    assert grown < 200, f"the front-end grew {grown:.0f} MiB while the server was stopped"
+    assert answers == [True] * 16
 
 
 def test_front_ends_refuse_grpc_tls_with_a_clear_message(tmp_path: Path) -> None:

@@ -30,7 +30,9 @@ from tests.serving.harness import (
     frontend_children,
     identity_input,
     process_alive,
+    rss_mib,
     serving_subprocess,
+    settled_rss_mib,
     wait_ready,
     wait_until,
     write_protocol_repository,
@@ -274,13 +276,6 @@ def test_sigterm_drains_a_relayed_request_and_stops_the_frontends(tmp_path: Path
     wait_until(lambda: not any(process_alive(pid) for pid in children), 30.0)
 
 
-def _rss_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    raise AssertionError(f"no VmRSS for {pid}")
-
-
 def test_a_frontend_reads_no_faster_than_the_server_takes_the_bytes(tmp_path: Path) -> None:
     """With the serving process stopped (SIGSTOP), clients pushing large bodies fill the
     front-end's socket to it and then their own TCP windows, not the front-end's memory; once
@@ -295,7 +290,7 @@ def test_a_frontend_reads_no_faster_than_the_server_takes_the_bytes(tmp_path: Pa
     with serving_subprocess(args) as process:
         wait_ready(f"127.0.0.1:{http_port}", process=process)
         (frontend,) = frontend_children(process.pid, "serving.protocol.http.frontend")
-        before = _rss_mib(frontend)
+        before = rss_mib(frontend)
         process.send_signal(signal.SIGSTOP)
         try:
             clients, sent = [], []
@@ -307,7 +302,7 @@ def test_a_frontend_reads_no_faster_than_the_server_takes_the_bytes(tmp_path: Pa
                         count += sock.send(request[count : count + (256 << 10)])
                 clients.append(sock)
                 sent.append(count)
-            grown = _rss_mib(frontend) - before
+            grown = settled_rss_mib(frontend) - before
         finally:
             process.send_signal(signal.SIGCONT)
         # Without the back-pressure the front-end held all 128 MiB the clients sent.
