@@ -76,7 +76,12 @@ class Relay(asyncio.Protocol):
         self._reader = wire.FrameReader(self._on_frame)
         self._lost = lost
         self.caught_up = self._writer.caught_up  # no request reads on while the server is behind
-        self.pause_writing, self.resume_writing = self._writer.pause, self._writer.resume
+
+    def pause_writing(self) -> None:
+        self._writer.pause()
+
+    def resume_writing(self) -> None:
+        self._writer.resume()
 
     def connection_made(self, transport: Any) -> None:
         self._writer.hold_back(transport)
