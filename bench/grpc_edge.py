@@ -123,7 +123,7 @@ def measure_edge(batches: int, path: bytes = MODEL_INFER) -> float:
     from serving.core.types import InferResponse
     from serving.protocol.admission import InFlightLimit
     from serving.protocol.grpc.calls import Dispatcher
-    from serving.protocol.grpc.http2_connection import GrpcHttp2Connection
+    from serving.protocol.grpc.http2_connection import GrpcHttp2Connection, HeldBytes
     from serving.protocol.grpc.service import register_services
 
     class Settings:
@@ -142,8 +142,9 @@ def measure_edge(batches: int, path: bytes = MODEL_INFER) -> float:
         server: Any = AnswersAtOnce()
         dispatcher = Dispatcher(lambda target: register_services(target, server, None, limit))
         connection = GrpcHttp2Connection(
-            dispatcher, max_message_bytes=64 << 20, on_open=_ignore, on_close=_ignore
-        )
+            dispatcher, max_message_bytes=64 << 20, on_open=_ignore, on_close=_ignore,
+            listener_held=HeldBytes(64 << 20),
+        )  # fmt: skip
         transport, client = _Transport(), _Client(path)
         connection.connection_made(transport)
         client.answers(transport.take())

@@ -7,8 +7,9 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -37,6 +38,24 @@ def copy_onnx_version(repo: Path, model: str, source: int, target: int) -> None:
     (repo / model / str(target) / "model.onnx").write_bytes(
         (repo / model / str(source) / "model.onnx").read_bytes()
     )
+
+
+def swap_under_load(
+    repo: Path, loads: list[Callable[[], None]], stop: threading.Event, swapped: Callable[[], bool]
+) -> None:
+    """Run ``loads`` on threads, copy ``identity`` version 1 to version 2 in ``repo`` (poll mode
+    picks it up), wait until ``swapped()`` says the clients saw it, then a second more, and
+    stop them."""
+    threads = [threading.Thread(target=load) for load in loads]
+    for thread in threads:
+        thread.start()
+    time.sleep(1.0)
+    copy_onnx_version(repo, "identity", 1, 2)
+    wait_until(swapped, 60.0)
+    time.sleep(1.0)
+    stop.set()
+    for thread in threads:
+        thread.join(60)
 
 
 def folder_settings(repo: Path, **overrides: Any) -> ServingSettings:

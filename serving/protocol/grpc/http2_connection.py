@@ -103,15 +103,13 @@ class GrpcHttp2Connection(asyncio.Protocol):
         max_message_bytes: int,
         on_open: Callable[[GrpcHttp2Connection], None],
         on_close: Callable[[GrpcHttp2Connection], None],
-        listener_held: HeldBytes | None = None,
+        listener_held: HeldBytes,
     ) -> None:
         self._dispatcher = dispatcher
         self._max_message = max_message_bytes
         self._hold_limit = HELD_MESSAGES_PER_CONNECTION * max_message_bytes
         self.held = 0  # request bytes this connection's calls hold (``_Call.held``, summed)
-        # what all the listener's connections hold (this one's included)
-        self.listener_held = listener_held if listener_held is not None else HeldBytes(
-            max_message_bytes)  # fmt: skip
+        self.listener_held = listener_held  # what all the listener's connections hold
         self._on_open, self._on_close = on_open, on_close
         self._h2 = H2Connection(config=PROTOCOL_CONFIG)
         self._transport: asyncio.Transport | None = None

@@ -8,7 +8,6 @@ import os
 import queue
 import signal
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,13 +24,13 @@ from serving.main import ServingProcess
 from serving.settings import ServingSettings
 from tests.ports import free_port
 from tests.serving.harness import (
-    copy_onnx_version,
     folder_settings,
     frontend_children,
     process_alive,
     rss_mib,
     serving_subprocess,
     settled_rss_mib,
+    swap_under_load,
     wait_ready,
     wait_until,
     write_protocol_repository,
@@ -253,17 +252,8 @@ def test_a_swap_under_load_across_frontends_fails_no_call(tmp_path: Path) -> Non
                 finally:
                     client.stop_stream()
 
-        clients = [threading.Thread(target=unary_load) for _ in range(3)]
-        clients.append(threading.Thread(target=stream_load))
-        for thread in clients:
-            thread.start()
-        time.sleep(1.0)
-        copy_onnx_version(tmp_path, "identity", 1, 2)
-        wait_until(lambda: "2" in versions and "2" in streamed, 60.0)
-        time.sleep(1.0)
-        stop.set()
-        for thread in clients:
-            thread.join(60)
+        loads = [unary_load] * 3 + [stream_load]
+        swap_under_load(tmp_path, loads, stop, lambda: "2" in versions and "2" in streamed)
     assert failures == []
     assert versions == {"1", "2"}
     assert streamed[0] == "1" and streamed[-1] == "2"

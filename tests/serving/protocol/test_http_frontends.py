@@ -25,7 +25,6 @@ from serving.main import ServingProcess
 from serving.settings import ServingSettings
 from tests.ports import free_port
 from tests.serving.harness import (
-    copy_onnx_version,
     folder_settings,
     frontend_children,
     identity_input,
@@ -33,6 +32,7 @@ from tests.serving.harness import (
     rss_mib,
     serving_subprocess,
     settled_rss_mib,
+    swap_under_load,
     wait_ready,
     wait_until,
     write_protocol_repository,
@@ -224,16 +224,7 @@ def test_a_swap_under_load_across_frontends_fails_no_request(tmp_path: Path) -> 
                 finally:
                     client.close()
 
-        clients = [threading.Thread(target=load) for _ in range(4)]
-        for thread in clients:
-            thread.start()
-        time.sleep(1.0)
-        copy_onnx_version(tmp_path, "identity", 1, 2)
-        wait_until(lambda: "2" in versions, 60.0)
-        time.sleep(1.0)
-        stop.set()
-        for thread in clients:
-            thread.join(60)
+        swap_under_load(tmp_path, [load] * 4, stop, lambda: "2" in versions)
     assert failures == []
     assert versions == {"1", "2"}
 
