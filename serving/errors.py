@@ -48,6 +48,10 @@ class UnavailableError(ServingError):
     code = ErrorCode.UNAVAILABLE
 
 
+class OverloadedError(UnavailableError):
+    """Refused for load the client may retry after a moment (HTTP adds ``Retry-After``)."""
+
+
 class InternalError(ServingError):
     code = ErrorCode.INTERNAL
 

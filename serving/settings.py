@@ -86,6 +86,8 @@ class ServingSettings:
     http_restricted_apis: tuple[str, ...] = ()  # Triton's '<api>[,<api>...]:<header>=<value>'
     grpc_restricted_protocols: tuple[str, ...] = ()
     max_in_flight_requests: int = DEFAULT_MAX_IN_FLIGHT_REQUESTS  # per replica; 0: no cap
+    # Bytes of the inference requests one replica serves at once (HTTP and gRPC); 0: no budget.
+    max_in_flight_request_bytes: int = 0
     on_demand_max_versions: int = 2  # registry mode: extra versions per model kept loaded
     on_demand_idle_s: float = 600.0  # registry mode: an unused extra version unloads after this
     backend_config: tuple[str, ...] = ()  # Triton's '<backend>,<setting>=<value>'
@@ -137,6 +139,14 @@ class ServingSettings:
             problems.append("--drain-grace-secs: must not be negative")
         if self.max_in_flight_requests < 0:
             problems.append("--max-in-flight-requests: must not be negative")
+        if self.max_in_flight_request_bytes and (
+            self.max_in_flight_request_bytes < self.max_request_bytes
+        ):
+            # NOTE: below the largest request, a request the server accepts could never be served.
+            problems.append(
+                f"--max-in-flight-request-bytes: must be 0 (no budget) or at least "
+                f"--http-max-input-size ({self.max_request_bytes})"
+            )
         problems.extend(self._grpc_worker_problems())
         problems.extend(self._http_worker_problems())
         if self.on_demand_max_versions < 0:
@@ -350,6 +360,7 @@ _ENV_FIELDS: dict[str, tuple[str, Callable[[str], object]]] = {
     "SERVING_METRICS_SSL_CERT": ("metrics_ssl_cert", Path),
     "SERVING_METRICS_SSL_KEY": ("metrics_ssl_key", Path),
     "SERVING_MAX_IN_FLIGHT_REQUESTS": ("max_in_flight_requests", int),
+    "SERVING_MAX_IN_FLIGHT_REQUEST_BYTES": ("max_in_flight_request_bytes", int),
     "SERVING_ON_DEMAND_MAX_VERSIONS": ("on_demand_max_versions", int),
     "SERVING_ON_DEMAND_IDLE_SECS": ("on_demand_idle_s", float),
 }

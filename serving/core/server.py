@@ -40,6 +40,7 @@ from serving.core.model_table import (
     LoadedVersion,
     ModelEntry,
 )
+from serving.core.request_bytes import RequestBytesBudget
 from serving.core.signature import check_request
 from serving.core.streaming import ResponseStream, StreamItem
 from serving.core.types import InferRequest, InferResponse
@@ -117,6 +118,8 @@ class InferenceServer:
         # Opening: the transports are still being bound. HTTP listens before gRPC, so without this
         # an HTTP readiness probe could send traffic to a gRPC port that is not accepting yet.
         self.opening = False
+        # Shared by the protocols, which count each inference request they take from a client.
+        self.request_bytes = RequestBytesBudget(settings.max_in_flight_request_bytes)
         self._instance_factory = instance_factory or default_instance_factory(
             settings, infer_host=self
         )

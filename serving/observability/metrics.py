@@ -19,7 +19,12 @@ from typing import Any, Protocol
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
-from prometheus_client.metrics_core import CounterMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.metrics_core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
 from prometheus_client.registry import Collector
 from prometheus_client.samples import Sample
 
@@ -256,6 +261,47 @@ def register_access(registry: CollectorRegistry, access: AccessLike) -> AccessMe
     collector = AccessMetricsCollector(access)
     registry.register(collector)
     return collector
+
+
+class BudgetLike(Protocol):
+    """What the admission collector reads (``serving.core.request_bytes.RequestBytesBudget``)."""
+
+    limit: int
+    held: int
+    refused: int
+
+
+class AdmissionMetricsCollector(Collector):
+    """The replica's request-bytes budget (``--max-in-flight-request-bytes``): what requests being
+    served hold, the limit, and how many requests it refused. Only while there is a budget."""
+
+    def __init__(self, budget: BudgetLike) -> None:
+        self.budget = budget
+
+    def collect(self) -> Iterable[Metric]:
+        budget = self.budget
+        if not budget.limit:
+            return
+        yield GaugeMetricFamily(
+            "portico_request_bytes_in_flight",
+            "Bytes of the inference requests being served (HTTP bodies, gRPC inputs)",
+            value=float(budget.held),
+        )
+        yield GaugeMetricFamily(
+            "portico_request_bytes_in_flight_limit",
+            "The replica's budget of request bytes being served (--max-in-flight-request-bytes)",
+            value=float(budget.limit),
+        )
+        yield CounterMetricFamily(
+            "portico_request_bytes_refused",
+            "Inference requests refused because their bytes would pass the budget",
+            value=float(budget.refused),
+        )
+
+
+def register_admission(registry: CollectorRegistry, budget: BudgetLike) -> None:
+    """Add the request-bytes budget's gauges and refusal counter."""
+    registry.register(AdmissionMetricsCollector(budget))
 
 
 def render_metrics(server: ServerLike) -> bytes:

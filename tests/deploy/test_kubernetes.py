@@ -106,6 +106,22 @@ def test_every_container_has_requests_limits_and_a_locked_down_context(overlay: 
         assert container["securityContext"]["capabilities"]["drop"] == ["ALL"], name
 
 
+def test_serving_refuses_request_bytes_past_an_eighth_of_its_memory_limit(overlay: tuple) -> None:
+    _, docs = overlay
+    serving = _container(_one(docs, "Deployment", "portico-serving"))
+    env = {e["name"]: e.get("value") for e in serving["env"]}
+    budget = int(env["SERVING_MAX_IN_FLIGHT_REQUEST_BYTES"])
+    limit = _bytes(serving["resources"]["limits"]["memory"])
+    # The largest request fits (serving refuses to start otherwise), and what requests may hold
+    # while they run (two or three times their bytes) leaves the rest of the limit to the models.
+    assert ServingSettings().max_request_bytes <= budget <= limit // 8
+
+
+def _bytes(quantity: str) -> int:
+    number, unit = re.fullmatch(r"(\d+)(Ki|Mi|Gi|Ti)?", quantity).groups()  # type: ignore[union-attr]
+    return int(number) * 1024 ** ("_KMGT".index(unit[0]) if unit else 0)
+
+
 def test_gpu_overlay_requests_a_gpu_and_cpu_overlay_does_not(overlay: tuple) -> None:
     kind, docs = overlay
     serving = _one(docs, "Deployment", "portico-serving")

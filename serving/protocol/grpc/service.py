@@ -18,6 +18,7 @@ from google.protobuf import json_format
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from tritonclient.grpc import service_pb2, service_pb2_grpc
 
+from serving.core.request_bytes import input_bytes
 from serving.core.server import InferenceServer
 from serving.core.types import InferResponse
 from serving.errors import InvalidArgumentError, ServingError
@@ -139,8 +140,14 @@ class InferenceService(service_pb2_grpc.GRPCInferenceServiceServicer):  # type: 
     async def ModelInfer(self, request: Any, context: Any) -> Any:
         async def body() -> Any:
             infer_request = decode_infer_request(request)
-            response = await self.server.infer(infer_request, decoupled_error=DECOUPLED_GRPC)
-            return encode_infer_response(response, infer_request.id)
+            budget = self.server.request_bytes
+            taken = budget.take(input_bytes(infer_request.inputs)) if budget.limit else 0
+            try:
+                response = await self.server.infer(infer_request, decoupled_error=DECOUPLED_GRPC)
+                return encode_infer_response(response, infer_request.id)
+            finally:
+                if taken:
+                    budget.give_back(taken)
 
         return await _call(context, body)
 
@@ -183,8 +190,11 @@ class InferenceService(service_pb2_grpc.GRPCInferenceServiceServicer):  # type: 
         it (``triton_enable_empty_final_response``); errors in-band, the stream staying open."""
         param = message.parameters.get(EMPTY_FINAL_PARAMETER)
         empty_final = param is not None and param.bool_param
+        budget = self.server.request_bytes
+        taken = 0
         try:
             infer_request = decode_infer_request(message)
+            taken = budget.take(input_bytes(infer_request.inputs)) if budget.limit else 0
             async for response, final in self.server.infer_stream(infer_request):
                 if response is None and not (final and empty_final):
                     continue
@@ -194,6 +204,9 @@ class InferenceService(service_pb2_grpc.GRPCInferenceServiceServicer):  # type: 
         except Exception as exc:  # noqa: BLE001 - the stream stays open after a failed request
             incident = report_incident(exc, logger=logger, where="in a streamed request")
             yield _stream_response(message, incident, True)
+        finally:
+            if taken:
+                budget.give_back(taken)
 
     async def ModelStatistics(self, request: Any, context: Any) -> Any:
         async def body() -> Any:

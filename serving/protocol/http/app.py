@@ -18,9 +18,16 @@ from typing import Any
 import orjson
 
 from serving.core.model_names import model_name_problem
+from serving.core.request_bytes import RequestBytesBudget
 from serving.core.server import InferenceServer
 from serving.core.types import InferRequest
-from serving.errors import InternalError, InvalidArgumentError, ServingError, UnsupportedError
+from serving.errors import (
+    InternalError,
+    InvalidArgumentError,
+    OverloadedError,
+    ServingError,
+    UnsupportedError,
+)
 from serving.incidents import IncidentError, report_incident
 from serving.protocol.admission import InFlightLimit
 from serving.protocol.binary_codec import (
@@ -45,6 +52,7 @@ Send = Callable[[Message], Awaitable[None]]
 
 _JSON = b"application/json"
 _CLOSE = (b"connection", b"close")
+_RETRY_AFTER = (b"retry-after", b"1")
 _OCTET = b"application/octet-stream"
 _WANTED_HEADERS = frozenset(
     (b"content-length", b"content-encoding", b"accept-encoding", b"inference-header-content-length")
@@ -108,7 +116,7 @@ class HttpApp:
         if limit is not None:
             if limit.current >= limit.limit:
                 # NOTE: the body stays unread, so the connection cannot be reused.
-                await _send_error(send, 503, limit.message, [(b"retry-after", b"1"), _CLOSE])
+                await _send_error(send, 503, limit.message, [_RETRY_AFTER, _CLOSE])
                 return
             limit.current += 1
         headers = {k: v for k, v in scope["headers"] if k in _WANTED_HEADERS}
@@ -125,6 +133,8 @@ class HttpApp:
                 "Unsupported compression type") else []  # fmt: skip
             if isinstance(exc, IncidentError):
                 extra.append((b"x-request-id", exc.request_id.encode()))
+            elif isinstance(exc, OverloadedError):
+                extra.append(_RETRY_AFTER)
             await _send_error(send, HTTP_STATUS[exc.code], exc.message, extra)
         except Exception as exc:  # noqa: BLE001 - the server keeps serving whatever happened
             where = f"on {scope['method']} {scope['path']}"
@@ -202,18 +212,7 @@ class HttpApp:
             return await self._infer(name, version, scope, receive, send, headers)
         if action in ("generate", "generate_stream"):
             _allow(method, "POST")
-            body = await self._json_body(receive, headers)
-            signature = self.server.resolve(name, version).signature
-            request = generate.decode_request(body, signature, model_name=name,
-                                              model_version=version)  # fmt: skip
-            if action == "generate_stream":
-                return await until_disconnect(
-                    generate.stream(self.server, request, send), receive, scope
-                )
-            response = await until_disconnect(
-                generate.one_response(self.server, request), receive, scope
-            )
-            return await _send(send, 200, generate.encode_response(response), _JSON)
+            return await self._generate(name, version, action, scope, receive, send, headers)
         if action == "":
             _allow(method, "GET")
             return await _send_json(send, self.server.model_metadata(name, version))
@@ -231,6 +230,34 @@ class HttpApp:
         if action == "trace" or rest == ["trace", "setting"]:
             raise UnsupportedError("trace is not supported by this server")
         raise HttpError(404, "Not Found")
+
+    async def _generate(
+        self,
+        name: str,
+        version: int | None,
+        action: str,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        headers: dict[bytes, bytes],
+    ) -> None:
+        raw, taken = await self._counted_body(receive, headers, None)
+        try:
+            body = parse_json(raw) if _NOT_BLANK.search(raw) else {}
+            signature = self.server.resolve(name, version).signature
+            request = generate.decode_request(body, signature, model_name=name,
+                                              model_version=version)  # fmt: skip
+            if action == "generate_stream":
+                return await until_disconnect(
+                    generate.stream(self.server, request, send), receive, scope
+                )
+            response = await until_disconnect(
+                generate.one_response(self.server, request), receive, scope
+            )
+            await _send(send, 200, generate.encode_response(response), _JSON)
+        finally:
+            if taken:
+                self.server.request_bytes.give_back(taken)
 
     def _config(self, name: str, version: int | None) -> dict[str, Any]:
         lv = self.server.resolve(name, version)
@@ -250,62 +277,111 @@ class HttpApp:
         extensions = scope.get("extensions")
         exchange = extensions.get(WHOLE_ANSWER_EXTENSION) if extensions else None
         # NOTE: a body that arrived whole with its headers is taken without ``receive``'s await.
-        body = exchange.take_whole_body() if exchange is not None else None
-        if body is None:
-            body = await self._read_body(receive, headers)
-        elif len(body) > self.max_request_bytes:
-            raise _too_large(len(body), self.max_request_bytes)
-        content_encoding = headers.get(b"content-encoding")
-        if content_encoding is not None:
-            body = await compression.decompress(
-                body, content_encoding, max_bytes=self.max_request_bytes
+        whole = exchange.take_whole_body() if exchange is not None else None
+        body, taken = await self._counted_body(receive, headers, whole)
+        try:
+            header_length = parse_header_length(
+                headers.get(b"inference-header-content-length"), len(body)
             )
-        header_length = parse_header_length(
-            headers.get(b"inference-header-content-length"), len(body)
-        )
-        if header_length == 0:
-            request = self._raw_request(name, version, body)
-        else:
-            json_part, binary = split_body(body, header_length)
-            try:
-                header = parse_json(json_part)
-            except InvalidArgumentError:
-                if header_length == HEADER_LENGTH_MISSING and _BINARY_DATA_SIZE.search(body):
-                    raise _missing_header_length() from None
-                raise
-            if header_length == HEADER_LENGTH_MISSING and _has_binary_inputs(header):
-                raise _missing_header_length()
-            request = decode_infer_request(header, binary, model_name=name, model_version=version)
-        infer = self.server.infer(request, decoupled_error=DECOUPLED_HTTP)
-        if exchange is not None:  # NOTE: the exchange is the request's disconnect watch too
-            response = await exchange.until_lost(infer)
-        else:
-            response = await until_disconnect(infer, receive, scope)
-        json_body, parts, any_binary = encode_infer_response(response, request)
-        out_headers: list[tuple[bytes, bytes]] = []
-        if any_binary:
-            out_headers.append((b"inference-header-content-length", str(len(json_body)).encode()))
-        # NOTE: outputs go out as they are, not framed into one more copy of a large answer.
-        pieces = [json_body, *parts]
-        encoding = compression.choose_encoding(headers.get(b"accept-encoding"))
-        if encoding is not None:
-            compressed = await compression.compress(pieces, encoding)
-            if compressed is not None:
-                pieces = [compressed]
-                out_headers.append((b"content-encoding", encoding))
-        content_type = _OCTET if any_binary else _JSON
-        if exchange is not None and sum(map(len, pieces)) <= WHOLE_ANSWER_BYTES:
-            out_headers.append((b"content-type", content_type))
-            if exchange.write_whole(200, out_headers, b"".join(pieces)):
-                return
-            out_headers.pop()
-        await _send_pieces(send, 200, pieces, content_type, out_headers)
+            if header_length == 0:
+                request = self._raw_request(name, version, body)
+            else:
+                json_part, binary = split_body(body, header_length)
+                try:
+                    header = parse_json(json_part)
+                except InvalidArgumentError:
+                    if header_length == HEADER_LENGTH_MISSING and _BINARY_DATA_SIZE.search(body):
+                        raise _missing_header_length() from None
+                    raise
+                if header_length == HEADER_LENGTH_MISSING and _has_binary_inputs(header):
+                    raise _missing_header_length()
+                request = decode_infer_request(
+                    header, binary, model_name=name, model_version=version
+                )
+            infer = self.server.infer(request, decoupled_error=DECOUPLED_HTTP)
+            if exchange is not None:  # NOTE: the exchange is the request's disconnect watch too
+                response = await exchange.until_lost(infer)
+            else:
+                response = await until_disconnect(infer, receive, scope)
+            json_body, parts, any_binary = encode_infer_response(response, request)
+            out_headers: list[tuple[bytes, bytes]] = []
+            if any_binary:
+                out_headers.append(
+                    (b"inference-header-content-length", str(len(json_body)).encode())
+                )
+            # NOTE: outputs go out as they are, not framed into one more copy of a large answer.
+            pieces = [json_body, *parts]
+            encoding = compression.choose_encoding(headers.get(b"accept-encoding"))
+            if encoding is not None:
+                compressed = await compression.compress(pieces, encoding)
+                if compressed is not None:
+                    pieces = [compressed]
+                    out_headers.append((b"content-encoding", encoding))
+            content_type = _OCTET if any_binary else _JSON
+            if exchange is not None and sum(map(len, pieces)) <= WHOLE_ANSWER_BYTES:
+                out_headers.append((b"content-type", content_type))
+                if exchange.write_whole(200, out_headers, b"".join(pieces)):
+                    return
+                out_headers.pop()
+            await _send_pieces(send, 200, pieces, content_type, out_headers)
+        finally:
+            if taken:
+                self.server.request_bytes.give_back(taken)
 
     def _raw_request(self, name: str, version: int | None, body: Body) -> InferRequest:
         lv = self.server.resolve(name, version)
         input_name, array = raw_input(lv.signature, memoryview(body), name)
         return InferRequest(model_name=name, inputs={input_name: array}, model_version=version,
                             binary_data_output=True)  # fmt: skip
+
+    async def _counted_body(
+        self, receive: Receive, headers: dict[bytes, bytes], whole: Body | None
+    ) -> tuple[Body, int]:
+        """An inference request's body, whole and decompressed (``whole``: it came with its
+        headers), and the bytes it took from the replica's budget, to give back once answered.
+
+        A declared length is taken before the body is read, so the body of a request past the
+        budget is dropped as it arrives, never held; what a chunked or compressed body adds is
+        taken once it is whole. Either way the answer is 503 and the connection stays open.
+        """
+        if whole is not None and len(whole) > self.max_request_bytes:
+            raise _too_large(len(whole), self.max_request_bytes)
+        budget = self.server.request_bytes
+        taken = 0
+        try:
+            if whole is None:
+                taken = await self._take_declared(budget, receive, headers)
+                body = await self._read_body(receive, headers)
+            else:
+                body = whole
+            encoding = headers.get(b"content-encoding")
+            if encoding is not None:
+                body = await compression.decompress(
+                    body, encoding, max_bytes=self.max_request_bytes
+                )
+            if len(body) > taken:
+                taken += budget.take(len(body) - taken)
+        except BaseException:
+            budget.give_back(taken)
+            raise
+        return body, taken
+
+    async def _take_declared(
+        self, budget: RequestBytesBudget, receive: Receive, headers: dict[bytes, bytes]
+    ) -> int:
+        declared = headers.get(b"content-length")
+        if not budget.limit or declared is None or not declared.isdigit():
+            return 0
+        length = int(declared)
+        if length > self.max_request_bytes:
+            return 0  # ``_read_body`` answers 413
+        try:
+            return budget.take(length)
+        except OverloadedError:
+            # Read and dropped, not left unread: a client that sends its whole body before it
+            # reads the answer (most do) would see a reset instead of the 503 if it were closed.
+            await _discard_body(receive)
+            raise
 
     async def _read_body(self, receive: Receive, headers: dict[bytes, bytes]) -> Body:
         limit = self.max_request_bytes
@@ -340,7 +416,7 @@ class HttpApp:
             logger.warning("HTTP request refused: request bodies still arriving held more than "
                            "%d bytes at once", self.hold_limit)  # fmt: skip
             raise HttpError(503, "The server holds too many request bytes; retry later",
-                            [(b"retry-after", b"1"), _CLOSE])  # fmt: skip
+                            [_RETRY_AFTER, _CLOSE])  # fmt: skip
 
     async def _repository(
         self,
@@ -393,6 +469,13 @@ class HttpApp:
         data = module.live_stats_json(self.server)
         body = data if isinstance(data, bytes) else orjson.dumps(data)
         await _send(send, 200, body, _JSON)
+
+
+async def _discard_body(receive: Receive) -> None:
+    """Read a request's body to its end (or its client's leaving), keeping none of it."""
+    message = await receive()
+    while message.get("more_body"):
+        message = await receive()
 
 
 def _load_parameters(params: dict[str, Any]) -> tuple[str | None, dict[str, bytes]]:

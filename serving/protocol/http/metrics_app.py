@@ -32,6 +32,7 @@ class MetricsApp:
 
             registry = CollectorRegistry(auto_describe=False)
             metrics.register(registry, self.server)
+            metrics.register_admission(registry, self.server.request_bytes)
             if self.access is not None:
                 metrics.register_access(registry, self.access)
             system_metrics.register(registry)

@@ -52,6 +52,21 @@ class TritonPythonModel:
 """
 
 
+def write_gated_repository(repo: Path, gate: Path) -> Path:
+    """``identity``, ``identity_bytes`` and ``gated``, which holds each request until ``gate``
+    exists."""
+    dm.write_onnx_identity(repo, "identity", dims=(-1,), max_batch_size=8)
+    dm.write_onnx_identity(repo, "identity_bytes", dtype="BYTES", dims=(-1,), max_batch_size=8)
+    config = dm.build_config(
+        "gated", backend="python", max_batch_size=0,
+        inputs=[dm.TensorDecl("INPUT0", "FP32", (-1,))],
+        outputs=[dm.TensorDecl("OUTPUT0", "FP32", (-1,))],
+        instance_kind="KIND_CPU", parameters={"gate": str(gate)},
+    )  # fmt: skip
+    dm.write_python_model(repo, "gated", GATED_MODEL, config)
+    return repo
+
+
 class FaultySource(DirectorySource):
     """A folder source whose on-demand loading fails the way a bug would: an unexpected
     exception whose text must never reach a client."""
@@ -78,16 +93,7 @@ def server(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, gate: Path
 ) -> Iterator[ServingProcess]:
     gate.unlink(missing_ok=True)  # closed again for each of the fixture's servers
-    repo: Path = tmp_path_factory.mktemp("repo")
-    dm.write_onnx_identity(repo, "identity", dims=(-1,), max_batch_size=8)
-    dm.write_onnx_identity(repo, "identity_bytes", dtype="BYTES", dims=(-1,), max_batch_size=8)
-    config = dm.build_config(
-        "gated", backend="python", max_batch_size=0,
-        inputs=[dm.TensorDecl("INPUT0", "FP32", (-1,))],
-        outputs=[dm.TensorDecl("OUTPUT0", "FP32", (-1,))],
-        instance_kind="KIND_CPU", parameters={"gate": str(gate)},
-    )  # fmt: skip
-    dm.write_python_model(repo, "gated", GATED_MODEL, config)
+    repo = write_gated_repository(tmp_path_factory.mktemp("repo"), gate)
     settings = folder_settings(repo, max_in_flight_requests=2, max_request_bytes=MAX_REQUEST_BYTES,
                                http_workers=request.param,
                                grpc_workers=request.param)  # fmt: skip

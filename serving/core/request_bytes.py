@@ -1,0 +1,62 @@
+"""The replica's budget of inference request bytes being served (``--max-in-flight-request-bytes``).
+
+The in-flight cap bounds how many requests a replica holds, not how large they are: 1,024
+requests of up to 64 MiB each may hold 64 GiB (and several times that while they run) before
+any is answered. With a budget, an inference request whose bytes would take the requests being
+served past it is refused before it is queued, and the others go on: HTTP 503 with
+``Retry-After``, gRPC ``UNAVAILABLE`` (in-band on a ``ModelStreamInfer`` stream, which stays
+open). An HTTP request counts its body; a gRPC request its decoded inputs (the message is not
+held once decoded, and measuring it would cost one more copy of it). The count lives on the
+server, so HTTP and gRPC, in-process or behind front-ends, share one budget. Requests a model
+sends itself (BLS) and an ensemble's steps are not counted again: their bytes are the counted
+request's doing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from serving.errors import OverloadedError
+
+
+class RequestBytesBudget:
+    """Bytes taken by requests being served, refused past ``limit`` (0: no budget)."""
+
+    __slots__ = ("held", "limit", "refused")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.held = 0
+        self.refused = 0  # requests refused since start (a counter for the metrics)
+
+    def take(self, nbytes: int) -> int:
+        """``nbytes`` taken, to be given back when the request is answered (0 with no budget);
+        ``OverloadedError`` when they would take the requests being served past the limit."""
+        if not self.limit:
+            return 0
+        if self.held + nbytes > self.limit:
+            self.refused += 1
+            raise OverloadedError(
+                f"Server is overloaded: a request of {nbytes} bytes would take the requests "
+                f"being served past {self.limit} bytes; retry later"
+            )
+        self.held += nbytes
+        return nbytes
+
+    def give_back(self, nbytes: int) -> None:
+        self.held -= nbytes
+
+
+def input_bytes(inputs: Mapping[str, np.ndarray[Any, Any]]) -> int:
+    """The bytes a request's decoded inputs hold: a BYTES tensor's elements counted by length
+    (its array holds only references to them)."""
+    total = 0
+    for array in inputs.values():
+        if array.dtype == object:
+            total += sum(map(len, array.ravel().tolist()))  # NOTE: faster than .flat
+        else:
+            total += array.nbytes
+    return total

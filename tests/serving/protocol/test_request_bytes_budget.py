@@ -1,0 +1,223 @@
+"""The replica's budget of request bytes being served (``--max-in-flight-request-bytes``): past it
+an inference request gets HTTP 503 with Retry-After or gRPC UNAVAILABLE (in-band on a stream)
+while smaller ones and the held ones go on, one budget for both protocols, in-process and behind
+front-ends; its gauges and refusal counter on the metrics port; the settings it refuses."""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import gzip
+import http.client
+import json
+import queue
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import tritonclient.grpc as grpcclient
+import tritonclient.http as httpclient
+from tritonclient.utils import InferenceServerException
+
+from serving.main import ServingProcess
+from serving.settings import ServingSettings, settings_from_env
+from tests.serving.harness import HTTP_WORKERS, folder_settings, identity_input
+from tests.serving.protocol.test_admission import write_gated_repository
+
+pytestmark = pytest.mark.embedded
+
+MiB = 1024 * 1024
+MAX_REQUEST_BYTES = 4 * MiB
+BUDGET = 8 * MiB
+LARGE = 3 * MiB // 4  # FP32 elements of a 3 MiB tensor: two fit the budget, a third does not
+
+
+@pytest.fixture(scope="module")
+def gate(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("gate") / "open"
+
+
+@pytest.fixture(scope="module", params=HTTP_WORKERS, ids=("in-process", "frontends"))
+def server(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, gate: Path
+) -> Iterator[ServingProcess]:
+    gate.unlink(missing_ok=True)
+    repo = write_gated_repository(tmp_path_factory.mktemp("repo"), gate)
+    settings = folder_settings(repo, max_request_bytes=MAX_REQUEST_BYTES,
+                               max_in_flight_request_bytes=BUDGET, http_workers=request.param,
+                               grpc_workers=request.param)  # fmt: skip
+    with ServingProcess(settings) as process:
+        yield process
+
+
+def test_requests_past_the_budget_are_refused_until_the_held_ones_are_answered(
+    server: ServingProcess, gate: Path
+) -> None:
+    assert server.server is not None
+    budget = server.server.request_bytes
+    gated = server.server.models["gated"].versions[1]
+    held_x = np.arange(LARGE, dtype=np.float32) + 1  # nonzero: the gated model holds it
+    large = np.ones((1, LARGE), dtype=np.float32)
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        held = [pool.submit(_infer_http, server, "gated", held_x) for _ in range(2)]
+        try:  # NOTE: the gate opens whatever fails, so the held requests end at once
+            _wait_for(lambda: gated.in_flight == 2, "two held requests")
+            assert 6 * MiB < budget.held < 6 * MiB + 4096  # two bodies: 3 MiB each and a header
+
+            # Refused from its declared length: the body is dropped as it comes, and the
+            # connection goes on.
+            status, headers, answer = _post(server, large)
+            assert status == 503 and headers.get("retry-after") == "1", answer[:200]
+            assert "connection" not in headers
+            assert "overloaded" in answer and f"past {BUDGET} bytes" in answer
+            # A compressed body is counted as it is once decompressed.
+            status, headers, answer = _post(server, large, gzipped=True)
+            assert status == 503 and headers.get("retry-after") == "1", answer[:200]
+            assert "connection" not in headers and "overloaded" in answer
+            small = np.ones((1, 4), dtype=np.float32)
+            np.testing.assert_array_equal(_infer_http(server, "identity", small), small)
+
+            status, headers, answer = _generate(server, [1.0] * 600_000)  # 3 MB of JSON
+            assert status == 503 and headers.get("retry-after") == "1", answer[:200]
+            assert _generate(server, [2.0, 3.0])[0] == 200
+
+            with grpcclient.InferenceServerClient(server.grpc_url) as grpc:
+                with pytest.raises(InferenceServerException, match="overloaded") as info:
+                    grpc.infer("identity", [_grpc_input(large)])
+                assert info.value.status() == "StatusCode.UNAVAILABLE"
+                # A BYTES tensor counts its elements' bytes, not the references its array holds.
+                text = np.array([[b"x" * (5 * MiB // 2)]], dtype=np.object_)
+                with pytest.raises(InferenceServerException, match="overloaded"):
+                    grpc.infer("identity_bytes", [_grpc_input(text, "BYTES")])
+                np.testing.assert_array_equal(
+                    grpc.infer("identity", [_grpc_input(small)]).as_numpy("OUTPUT0"), small
+                )
+                # On a stream the refusal is one answer, and the stream goes on.
+                answers: queue.SimpleQueue[Any] = queue.SimpleQueue()
+                grpc.start_stream(callback=lambda result, error: answers.put((result, error)))
+                try:
+                    grpc.async_stream_infer("identity", [_grpc_input(large)])
+                    result, error = answers.get(timeout=60)
+                    assert result is None and "overloaded" in str(error)
+                    grpc.async_stream_infer("identity", [_grpc_input(small)])
+                    result, error = answers.get(timeout=60)
+                    assert error is None
+                    np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), small)
+                finally:
+                    grpc.stop_stream()
+
+            metrics = _metrics(server)
+            assert metrics["portico_request_bytes_refused_total"] == 6 == budget.refused
+            assert metrics["portico_request_bytes_in_flight"] == budget.held
+            assert metrics["portico_request_bytes_in_flight_limit"] == BUDGET
+        finally:
+            gate.touch()
+        for future in held:
+            np.testing.assert_array_equal(future.result(timeout=60), held_x)
+
+    _wait_for(lambda: budget.held == 0, "the held requests' bytes to come back")
+    np.testing.assert_array_equal(_infer_http(server, "identity", large), large)
+    with grpcclient.InferenceServerClient(server.grpc_url) as grpc:
+        answer = grpc.infer("identity", [_grpc_input(large)]).as_numpy("OUTPUT0")
+        np.testing.assert_array_equal(answer, large)
+    assert budget.held == 0 and budget.refused == 6
+
+
+def test_the_budget_is_off_by_default_and_never_below_the_largest_request(tmp_path: Path) -> None:
+    assert ServingSettings(model_repository=tmp_path).max_in_flight_request_bytes == 0
+    message = "--max-in-flight-request-bytes: must be 0 .no budget. or at least --http-max-input"
+    with pytest.raises(ValueError, match=message):
+        ServingSettings(model_repository=tmp_path, max_request_bytes=MiB,
+                        max_in_flight_request_bytes=MiB - 1)  # fmt: skip
+    with pytest.raises(ValueError, match=message):
+        ServingSettings(model_repository=tmp_path, max_in_flight_request_bytes=-1)
+    env = {"SERVING_MODEL_REPOSITORY": str(tmp_path),
+           "SERVING_MAX_IN_FLIGHT_REQUEST_BYTES": str(2 * 64 * MiB)}  # fmt: skip
+    assert settings_from_env(env).max_in_flight_request_bytes == 128 * MiB
+
+    from serving.cli import add_arguments, settings_from_args
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    options = parser.parse_args(
+        ["--model-repository", str(tmp_path), "--max-in-flight-request-bytes", str(256 * MiB)]
+    )
+    assert settings_from_args(vars(options)).max_in_flight_request_bytes == 256 * MiB
+
+
+def _wait_for(condition: Any, what: str) -> None:
+    deadline = time.monotonic() + 60
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.01)
+
+
+def _infer_http(server: ServingProcess, model: str, x: np.ndarray[Any, Any]) -> Any:
+    with httpclient.InferenceServerClient(server.http_url, network_timeout=120) as client:
+        return client.infer(model, [identity_input(x)]).as_numpy("OUTPUT0")
+
+
+def _grpc_input(x: np.ndarray[Any, Any], datatype: str = "FP32") -> grpcclient.InferInput:
+    tensor = grpcclient.InferInput("INPUT0", list(x.shape), datatype)
+    tensor.set_data_from_numpy(x)
+    return tensor
+
+
+def _post(
+    server: ServingProcess, x: np.ndarray[Any, Any], *, gzipped: bool = False
+) -> tuple[int, dict[str, str], str]:
+    """A binary infer request for ``identity``, then a small one on the same connection (the
+    same socket: a refusal leaves the connection usable)."""
+    header = json.dumps({"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": list(x.shape),
+                                     "parameters": {"binary_data_size": x.nbytes}}]})  # fmt: skip
+    body = header.encode() + x.tobytes()
+    sent = {"Inference-Header-Content-Length": str(len(header))}
+    if gzipped:
+        body, sent["Content-Encoding"] = gzip.compress(body), "gzip"
+    host, port = server.http_url.split(":")
+    connection = http.client.HTTPConnection(host, int(port), timeout=60)
+    try:
+        connection.request("POST", "/v2/models/identity/infer", body=body, headers=sent)
+        response = connection.getresponse()
+        answer = response.read().decode()
+        headers = {key.lower(): value for key, value in response.getheaders()}
+        socket = connection.sock
+        small = json.dumps({"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [1, 1],
+                                        "data": [5.0]}]})  # fmt: skip
+        connection.request("POST", "/v2/models/identity/infer", body=small.encode())
+        again = connection.getresponse()
+        assert again.status == 200, again.read()
+        assert json.loads(again.read())["outputs"][0]["data"] == [5.0]
+        assert connection.sock is socket
+        return response.status, headers, answer
+    finally:
+        connection.close()
+
+
+def _generate(server: ServingProcess, values: list[float]) -> tuple[int, dict[str, str], str]:
+    request = urllib.request.Request(
+        f"http://{server.http_url}/v2/models/identity/generate",
+        data=json.dumps({"INPUT0": values}).encode(),
+        method="POST",
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=60) as response:
+            return response.status, dict(response.headers.items()), response.read().decode()
+    except urllib.error.HTTPError as error:
+        headers = {key.lower(): value for key, value in error.headers.items()}
+        return error.code, headers, error.read().decode()
+
+
+def _metrics(server: ServingProcess) -> dict[str, float]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{server.ports.metrics}/metrics") as response:
+        text = response.read().decode()
+    values = {}
+    for line in text.splitlines():
+        if line.startswith("portico_request_bytes"):
+            name, value = line.rsplit(" ", 1)
+            values[name] = float(value)
+    return values
