@@ -6,6 +6,7 @@ always leave as ``raw_output_contents``, which is what tritonclient reads.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -17,12 +18,18 @@ from serving.core.datatypes import (
     add_bytes_elements,
     check_shape_span,
     element_count,
+    tensor_buffer,
     tensor_from_bytes,
     tensor_to_bytes,
     wire_from_numpy,
 )
 from serving.core.types import InferRequest, InferResponse, RequestedOutput
 from serving.errors import InvalidArgumentError, UnsupportedError
+from serving.protocol.grpc.infer_wire import (
+    ZERO_COPY_FROM,
+    SplitInferRequest,
+    SplitInferResponse,
+)
 from serving.protocol.parameters import apply_request_parameters
 
 _TYPED_FIELD: dict[str, str] = {
@@ -57,7 +64,16 @@ def parameter_value(param: Any) -> Any:
     return None if kind is None else getattr(param, kind)
 
 
-def decode_infer_request(message: service_pb2.ModelInferRequest) -> InferRequest:
+def decode_infer_request(
+    message: service_pb2.ModelInferRequest | SplitInferRequest,
+) -> InferRequest:
+    """The request a message stands for; a large message's raw contents (``SplitInferRequest``)
+    become tensors that share the received bytes."""
+    if isinstance(message, SplitInferRequest):
+        raw: Sequence[bytes | memoryview] = message.raw
+        message = message.message
+    else:
+        raw = message.raw_input_contents
     model_name = message.model_name
     request = InferRequest(model_name=model_name, inputs={},
                            model_version=parse_version(message.model_version),
@@ -65,7 +81,6 @@ def decode_infer_request(message: service_pb2.ModelInferRequest) -> InferRequest
     if message.parameters:
         params = {key: parameter_value(value) for key, value in message.parameters.items()}
         apply_request_parameters(request, params)
-    raw = message.raw_input_contents
     if raw and len(raw) != len(message.inputs):
         raise InvalidArgumentError(
             f"expected {len(message.inputs)} raw input contents but got {len(raw)} for model "
@@ -150,6 +165,28 @@ def _requested_outputs(message: service_pb2.ModelInferRequest) -> list[Requested
 def encode_infer_response(
     response: InferResponse, request_id: str = ""
 ) -> service_pb2.ModelInferResponse:
+    message = _response_heading(response, request_id)
+    for array in response.outputs.values():
+        message.raw_output_contents.append(tensor_to_bytes(array))
+    return message
+
+
+def encode_unary_infer_response(
+    response: InferResponse, request_id: str = ""
+) -> service_pb2.ModelInferResponse | SplitInferResponse:
+    """``encode_infer_response`` for a ``ModelInfer`` answer, whose handler serializes it with
+    ``serialize_infer_response``: large outputs are written from their own memory."""
+    size = 0
+    for array in response.outputs.values():
+        size += array.nbytes  # NOTE: a BYTES tensor's references: enough to tell large from small
+    if size < ZERO_COPY_FROM:
+        return encode_infer_response(response, request_id)
+    buffers = [tensor_buffer(array) for array in response.outputs.values()]
+    return SplitInferResponse(_response_heading(response, request_id), buffers)
+
+
+def _response_heading(response: InferResponse, request_id: str) -> service_pb2.ModelInferResponse:
+    """The answer's message without its raw output contents."""
     message = service_pb2.ModelInferResponse(
         model_name=response.model_name,
         model_version=str(response.model_version),
@@ -157,7 +194,6 @@ def encode_infer_response(
     )
     for name, array in response.outputs.items():
         message.outputs.add(name=name, datatype=wire_from_numpy(array.dtype), shape=array.shape)
-        message.raw_output_contents.append(tensor_to_bytes(array))
     for key, value in response.parameters.items():
         set_parameter(message.parameters[key], value)
     return message

@@ -19,6 +19,7 @@ from typing import Any
 import grpc
 
 from serving.protocol.admission import InFlightLimit
+from serving.protocol.grpc.registration import PerMethodHandlers
 from serving.protocol.restricted import (
     GRPC_METHOD_GROUPS,
     HEALTH,
@@ -57,8 +58,12 @@ class CountingTarget:
         self._limit = limit
 
     def add_generic_rpc_handlers(self, handlers: Sequence[grpc.GenericRpcHandler]) -> None:
+        limit = self._limit
         self._target.add_generic_rpc_handlers(
-            [_CountedGenericHandler(handler, self._limit) for handler in handlers]
+            [
+                PerMethodHandlers(handler, lambda method, h: _counted_handler(method, h, limit))
+                for handler in handlers
+            ]
         )
 
     def add_registered_method_handlers(
@@ -69,23 +74,6 @@ class CountingTarget:
             for method, handler in handlers.items()
         }
         self._target.add_registered_method_handlers(service, counted)
-
-
-class _CountedGenericHandler(grpc.GenericRpcHandler):  # type: ignore[misc]
-    def __init__(self, generic: grpc.GenericRpcHandler, limit: InFlightLimit) -> None:
-        self._generic = generic
-        self._limit = limit
-        self._counted: dict[str, grpc.RpcMethodHandler] = {}  # method -> its counted handler
-
-    def service(self, details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler | None:
-        counted = self._counted.get(details.method)
-        if counted is None:  # built once per method: this runs on every RPC
-            handler = self._generic.service(details)
-            if handler is None:
-                return None
-            counted = _counted_handler(details.method, handler, self._limit)
-            self._counted[details.method] = counted
-        return counted
 
 
 def _counted_handler(

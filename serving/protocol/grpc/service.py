@@ -26,10 +26,11 @@ from serving.incidents import report_incident
 from serving.protocol.admission import InFlightLimit
 from serving.protocol.errors import GRPC_STATUS
 from serving.protocol.grpc.edge import CountingTarget, EdgeInterceptor
-from serving.protocol.grpc.registration import InferenceMethodsOnly
+from serving.protocol.grpc.registration import InferenceMethodsOnly, InferRequestsInPlace
 from serving.protocol.grpc_codec import (
     decode_infer_request,
     encode_infer_response,
+    encode_unary_infer_response,
     parameter_value,
     parse_version,
 )
@@ -144,7 +145,7 @@ class InferenceService(service_pb2_grpc.GRPCInferenceServiceServicer):  # type: 
             taken = budget.take(input_bytes(infer_request.inputs)) if budget.limit else 0
             try:
                 response = await self.server.infer(infer_request, decoupled_error=DECOUPLED_GRPC)
-                return encode_infer_response(response, infer_request.id)
+                return encode_unary_infer_response(response, infer_request.id)
             finally:
                 if taken:
                     budget.give_back(taken)
@@ -328,7 +329,7 @@ def register_services(
     """Register the inference service (behind ``guard``) and the health service on ``target``:
     a grpc server, or the relay's collector of handlers. Every RPC but health checks counts
     against ``in_flight`` (None: no cap)."""
-    target = InferenceMethodsOnly(target)
+    target = InferRequestsInPlace(InferenceMethodsOnly(target))
     if in_flight is not None:
         target = CountingTarget(target, in_flight)
     servicer = InferenceService(server)

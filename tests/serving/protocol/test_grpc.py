@@ -15,6 +15,7 @@ from tritonclient.grpc import service_pb2, service_pb2_grpc
 from tritonclient.utils import InferenceServerException
 
 from serving.main import ServingProcess
+from serving.protocol.grpc.infer_wire import ZERO_COPY_FROM
 
 pytestmark = pytest.mark.embedded
 
@@ -246,6 +247,52 @@ def test_messages_up_to_the_http_max_input_size_are_accepted_and_larger_ones_ref
     x = np.ones((1, 300_000), dtype=np.float32)  # 1.2 MB
     error = error_of(lambda: client.infer("identity", [fp32_input(x)]))
     assert error.status() == "StatusCode.RESOURCE_EXHAUSTED"
+
+
+def test_large_requests_are_read_in_place_with_every_input_intact(
+    server: ServingProcess, client: Any
+) -> None:
+    """Past ``ZERO_COPY_FROM`` a request's tensors are read where they arrived (``infer_wire``):
+    each input keeps its own bytes, in order, whatever the order of the message's fields."""
+    a, b = np.arange(16, dtype=np.int32).reshape(1, 16), np.full((1, 16), 7, dtype=np.int32)
+    heading = service_pb2.ModelInferRequest(model_name="simple", id="big")
+    heading.parameters["note"].string_param = "x" * ZERO_COPY_FROM  # a large message
+    for name in ("INPUT0", "INPUT1"):
+        heading.inputs.add(name=name, datatype="INT32", shape=[1, 16])
+    contents = service_pb2.ModelInferRequest(raw_input_contents=[a.tobytes(), b.tobytes()])
+    infer = "/inference.GRPCInferenceService/ModelInfer"
+    with grpc.insecure_channel(server.grpc_url) as channel:
+        call = channel.unary_unary(
+            infer, response_deserializer=service_pb2.ModelInferResponse.FromString
+        )
+        # Serialized messages concatenated are one message: here the contents come first.
+        for wire in (heading.SerializeToString() + contents.SerializeToString(),
+                     contents.SerializeToString() + heading.SerializeToString()):  # fmt: skip
+            response = call(wire)
+            assert response.id == "big"
+            outputs = {o.name: i for i, o in enumerate(response.outputs)}
+            total = np.frombuffer(response.raw_output_contents[outputs["OUTPUT0"]], np.int32)
+            difference = np.frombuffer(response.raw_output_contents[outputs["OUTPUT1"]], np.int32)
+            assert total.tolist() == (a + b).ravel().tolist()
+            assert difference.tolist() == (a - b).ravel().tolist()
+    text = np.array([[b"%d" % i * 9 for i in range(20_000)]], dtype=object)  # 390 kB of BYTES
+    tensor = grpcclient.InferInput("INPUT0", list(text.shape), "BYTES")
+    tensor.set_data_from_numpy(text)
+    assert client.infer("identity_bytes", [tensor]).as_numpy("OUTPUT0").tolist() == text.tolist()
+    x = np.arange(100_000, dtype=np.float32).reshape(1, -1)  # 400 kB, and as large an answer
+    np.testing.assert_array_equal(client.infer("identity", [fp32_input(x)]).as_numpy("OUTPUT0"), x)
+    answers: queue.SimpleQueue[Any] = queue.SimpleQueue()
+    client.start_stream(callback=lambda result, error: answers.put((result, error)))
+    try:
+        for scale in (1, 2):
+            client.async_stream_infer("identity", [fp32_input(x * scale)], request_id=str(scale))
+        for _ in range(2):  # NOTE: a stream's requests run at once: answers come as they finish
+            result, error = answers.get(timeout=30)
+            assert error is None
+            scale = int(result.get_response().id)
+            np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), x * scale)
+    finally:
+        client.stop_stream()
 
 
 def test_perf_analyzer_frontend_parameter_is_accepted(stub: Any) -> None:
