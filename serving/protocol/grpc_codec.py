@@ -163,40 +163,29 @@ def _requested_outputs(message: service_pb2.ModelInferRequest) -> list[Requested
 
 
 def encode_infer_response(
-    response: InferResponse, request_id: str = ""
-) -> service_pb2.ModelInferResponse:
-    message = _response_heading(response, request_id)
-    for array in response.outputs.values():
-        message.raw_output_contents.append(tensor_to_bytes(array))
-    return message
-
-
-def encode_unary_infer_response(
-    response: InferResponse, request_id: str = ""
+    response: InferResponse, request_id: str = "", *, in_place: bool = False
 ) -> service_pb2.ModelInferResponse | SplitInferResponse:
-    """``encode_infer_response`` for a ``ModelInfer`` answer, whose handler serializes it with
-    ``serialize_infer_response``: large outputs are written from their own memory."""
-    size = 0
-    for array in response.outputs.values():
-        size += array.nbytes  # NOTE: a BYTES tensor's references: enough to tell large from small
-    if size < ZERO_COPY_FROM:
-        return encode_infer_response(response, request_id)
-    buffers = [tensor_buffer(array) for array in response.outputs.values()]
-    return SplitInferResponse(_response_heading(response, request_id), buffers)
-
-
-def _response_heading(response: InferResponse, request_id: str) -> service_pb2.ModelInferResponse:
-    """The answer's message without its raw output contents."""
+    """The answer's message. With ``in_place`` (a ``ModelInfer`` answer, which its handler writes
+    with ``serialize_infer_response``) the outputs from the first large one on stay in their own
+    memory, to be framed after the rest."""
     message = service_pb2.ModelInferResponse(
         model_name=response.model_name,
         model_version=str(response.model_version),
         id=response.id or request_id,
     )
+    contents = message.raw_output_contents
+    framed: list[bytes | memoryview] | None = None
     for name, array in response.outputs.items():
         message.outputs.add(name=name, datatype=wire_from_numpy(array.dtype), shape=array.shape)
+        if framed is None and (not in_place or array.nbytes < ZERO_COPY_FROM):
+            contents.append(tensor_to_bytes(array))
+        elif framed is None:  # NOTE: every output after a large one too: they keep their order
+            framed = [tensor_buffer(array)]
+        else:
+            framed.append(tensor_buffer(array))
     for key, value in response.parameters.items():
         set_parameter(message.parameters[key], value)
-    return message
+    return message if framed is None else SplitInferResponse(message, framed)
 
 
 def set_parameter(param: Any, value: Any) -> None:

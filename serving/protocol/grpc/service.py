@@ -30,7 +30,6 @@ from serving.protocol.grpc.registration import InferenceMethodsOnly, InferReques
 from serving.protocol.grpc_codec import (
     decode_infer_request,
     encode_infer_response,
-    encode_unary_infer_response,
     parameter_value,
     parse_version,
 )
@@ -145,7 +144,7 @@ class InferenceService(service_pb2_grpc.GRPCInferenceServiceServicer):  # type: 
             taken = budget.take(input_bytes(infer_request.inputs)) if budget.limit else 0
             try:
                 response = await self.server.infer(infer_request, decoupled_error=DECOUPLED_GRPC)
-                return encode_unary_infer_response(response, infer_request.id)
+                return encode_infer_response(response, infer_request.id, in_place=True)
             finally:
                 if taken:
                     budget.give_back(taken)

@@ -27,7 +27,6 @@ from serving.protocol.grpc.registration import IN_PLACE_METHODS
 from serving.protocol.grpc_codec import (
     decode_infer_request,
     encode_infer_response,
-    encode_unary_infer_response,
 )
 
 DTYPES = {"FP32": np.float32, "INT64": np.int64, "UINT8": np.uint8, "FP16": np.float16}
@@ -155,15 +154,17 @@ def test_an_answer_written_from_its_outputs_reads_as_protobufs_own(scale: int) -
     wide = np.arange(scale // 8 + 3, dtype=np.float64)
     strided = np.arange(4 * (scale // 16 + 2), dtype=np.int32).reshape(-1, 4)[:, ::2]
     text = np.array([b"a", b"", b"xyz" * (scale // 64 + 1)], dtype=object)
+    small = np.arange(3, dtype=np.uint8)  # before the large ones: written by protobuf
     response = InferResponse(model_name="m", model_version=3, id="r",
-                             outputs={"A": wide, "B": strided, "C": text},
+                             outputs={"S": small, "A": wide, "B": strided, "C": text},
                              parameters={"sequence_id": 7})  # fmt: skip
-    answer = encode_unary_infer_response(response, "ignored")
+    answer = encode_infer_response(response, "ignored", in_place=True)
     assert isinstance(answer, SplitInferResponse) == (scale == ZERO_COPY_FROM)
     written = service_pb2.ModelInferResponse.FromString(serialize_infer_response(answer))
     assert written == encode_infer_response(response, "ignored")
-    assert np.frombuffer(written.raw_output_contents[0], "<f8").tolist() == wide.tolist()
-    assert np.frombuffer(written.raw_output_contents[1], np.int32).tolist() == (
+    assert written.raw_output_contents[0] == small.tobytes()
+    assert np.frombuffer(written.raw_output_contents[1], "<f8").tolist() == wide.tolist()
+    assert np.frombuffer(written.raw_output_contents[2], np.int32).tolist() == (
         strided.ravel().tolist()
     )
 
