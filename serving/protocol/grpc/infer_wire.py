@@ -2,8 +2,9 @@
 copying their tensors.
 
 protobuf's parser copies every ``raw_input_contents`` entry into the message, and reading an
-entry back copies it again into a new ``bytes``: a 32 MiB request was held three times over
-(the received bytes, the message, the tensor) and took 40-50 ms to decode on the loop. For a large
+entry back copies it again into a new ``bytes``: a large request was held three times over
+(the received bytes, the message, the tensor), and a 16 MiB one took 4.4 ms to decode on the
+loop (21 us in place; its answer 56 ms to encode, 1.7 ms in place). For a large
 message this module walks its top-level fields itself: each ``raw_input_contents`` entry becomes
 a view of the received bytes, which the decoded tensor then shares, and protobuf parses only the
 rest (names, shapes, parameters), which is small. A small message goes to protobuf whole, which
