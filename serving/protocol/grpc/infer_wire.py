@@ -54,7 +54,7 @@ def parse_infer_request(data: bytes) -> Any:
     if len(data) < ZERO_COPY_FROM:
         return service_pb2.ModelInferRequest.FromString(data)
     split = _split_raw_contents(data)
-    if split is None:
+    if split is None or not split[1]:  # NOTE: no raw contents (typed ones): no copy of the rest
         return service_pb2.ModelInferRequest.FromString(data)
     rest, raw = split
     return SplitInferRequest(service_pb2.ModelInferRequest.FromString(rest), raw)

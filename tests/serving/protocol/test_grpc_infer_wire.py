@@ -169,6 +169,15 @@ def test_an_answer_written_from_its_outputs_reads_as_protobufs_own(scale: int) -
     )
 
 
+def test_a_large_request_with_typed_contents_only_is_protobufs() -> None:
+    message = service_pb2.ModelInferRequest(model_name="m")
+    tensor = message.inputs.add(name="INPUT0", datatype="FP32", shape=[1, ZERO_COPY_FROM // 4])
+    tensor.contents.fp32_contents.extend([0.5] * (ZERO_COPY_FROM // 4))
+    parsed = parse_infer_request(message.SerializeToString())
+    assert isinstance(parsed, service_pb2.ModelInferRequest)  # nothing to leave in place
+    assert decode_infer_request(parsed).inputs["INPUT0"].tolist()[0][:2] == [0.5, 0.5]
+
+
 def test_the_inference_rpcs_are_the_ones_read_in_place() -> None:
     service = service_pb2.DESCRIPTOR.services_by_name["GRPCInferenceService"]
     taking_requests = {
