@@ -117,6 +117,7 @@ def measure_edge(batches: int, path: bytes = MODEL_INFER) -> float:
     """Server CPU µs per call of the listener's connection, over ``batches`` batches of calls to
     ``path``; every call must end OK."""
     import asyncio
+    import types
 
     import uvloop
 
@@ -133,6 +134,8 @@ def measure_edge(batches: int, path: bytes = MODEL_INFER) -> float:
         """The ``InferenceServer`` surface ModelInfer uses: the input comes back as the output."""
 
         settings, live, ready = Settings(), True, True
+        # No request-bytes budget (a bare stand-in: a baseline tree may not have the class).
+        request_bytes = types.SimpleNamespace(limit=0)
 
         async def infer(self, request: Any, decoupled_error: str = "") -> InferResponse:
             return InferResponse(request.model_name, 1, {"OUTPUT0": request.inputs["INPUT0"]})
