@@ -1,4 +1,5 @@
-"""One folder-mode server per test module, shared by its protocol tests."""
+"""One folder-mode server per test module, shared by its protocol tests; the gate the gated
+model of ``test_admission`` waits on."""
 
 from __future__ import annotations
 
@@ -20,3 +21,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServingProcess]
     process = ServingProcess(folder_settings(repo, max_request_bytes=MAX_REQUEST_BYTES)).start()
     yield process
     process.stop()
+
+
+@pytest.fixture(scope="module")
+def gate(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where the gated model looks: it holds requests until this file exists."""
+    return tmp_path_factory.mktemp("gate") / "open"

@@ -52,11 +52,8 @@ class TritonPythonModel:
 """
 
 
-def write_gated_repository(repo: Path, gate: Path) -> Path:
-    """``identity``, ``identity_bytes`` and ``gated``, which holds each request until ``gate``
-    exists."""
-    dm.write_onnx_identity(repo, "identity", dims=(-1,), max_batch_size=8)
-    dm.write_onnx_identity(repo, "identity_bytes", dtype="BYTES", dims=(-1,), max_batch_size=8)
+def write_gated_model(repo: Path, gate: Path) -> None:
+    """``gated``, which holds each request until ``gate`` exists."""
     config = dm.build_config(
         "gated", backend="python", max_batch_size=0,
         inputs=[dm.TensorDecl("INPUT0", "FP32", (-1,))],
@@ -64,7 +61,25 @@ def write_gated_repository(repo: Path, gate: Path) -> Path:
         instance_kind="KIND_CPU", parameters={"gate": str(gate)},
     )  # fmt: skip
     dm.write_python_model(repo, "gated", GATED_MODEL, config)
-    return repo
+
+
+def serve_gated(
+    workers: int,
+    tmp_path_factory: pytest.TempPathFactory,
+    gate: Path,
+    source: type[DirectorySource] = DirectorySource,
+    **overrides: Any,
+) -> Iterator[ServingProcess]:
+    """``identity``, ``identity_bytes`` and ``gated`` served in-process (``workers`` 0) or behind
+    that many front-ends of each protocol, the gate closed."""
+    gate.unlink(missing_ok=True)  # closed again for each of a fixture's servers
+    repo: Path = tmp_path_factory.mktemp("repo")
+    dm.write_onnx_identity(repo, "identity", dims=(-1,), max_batch_size=8)
+    dm.write_onnx_identity(repo, "identity_bytes", dtype="BYTES", dims=(-1,), max_batch_size=8)
+    write_gated_model(repo, gate)
+    settings = folder_settings(repo, http_workers=workers, grpc_workers=workers, **overrides)
+    with ServingProcess(settings, source(settings)) as process:
+        yield process
 
 
 class FaultySource(DirectorySource):
@@ -81,24 +96,15 @@ class FaultySource(DirectorySource):
         return errors
 
 
-@pytest.fixture(scope="module")
-def gate(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("gate") / "open"
-
-
 # In process, and behind front-ends of both protocols (the cap is built into the front-ends'
 # relayed handlers there, not into a grpc server's).
 @pytest.fixture(scope="module", params=HTTP_WORKERS, ids=("in-process", "frontends"))
 def server(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, gate: Path
 ) -> Iterator[ServingProcess]:
-    gate.unlink(missing_ok=True)  # closed again for each of the fixture's servers
-    repo = write_gated_repository(tmp_path_factory.mktemp("repo"), gate)
-    settings = folder_settings(repo, max_in_flight_requests=2, max_request_bytes=MAX_REQUEST_BYTES,
-                               http_workers=request.param,
-                               grpc_workers=request.param)  # fmt: skip
-    with ServingProcess(settings, FaultySource(settings)) as process:
-        yield process
+    yield from serve_gated(request.param, tmp_path_factory, gate, FaultySource,
+                           max_in_flight_requests=2,
+                           max_request_bytes=MAX_REQUEST_BYTES)  # fmt: skip
 
 
 def raw_request(server: ServingProcess, path: str, body: bytes) -> http.client.HTTPResponse:
@@ -243,13 +249,7 @@ def test_a_stream_runs_a_bounded_number_of_requests_at_once(tmp_path: Path) -> N
 
     repo = tmp_path / "repo"
     stream_gate = tmp_path / "stream-gate"
-    config = dm.build_config(
-        "gated", backend="python", max_batch_size=0,
-        inputs=[dm.TensorDecl("INPUT0", "FP32", (-1,))],
-        outputs=[dm.TensorDecl("OUTPUT0", "FP32", (-1,))],
-        instance_kind="KIND_CPU", parameters={"gate": str(stream_gate)},
-    )  # fmt: skip
-    dm.write_python_model(repo, "gated", GATED_MODEL, config)
+    write_gated_model(repo, stream_gate)
     sent = STREAM_MAX_IN_FLIGHT + 36
     answers: list[Any] = []
     with ServingProcess(folder_settings(repo)) as server:

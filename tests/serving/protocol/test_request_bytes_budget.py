@@ -25,8 +25,8 @@ from tritonclient.utils import InferenceServerException
 
 from serving.main import ServingProcess
 from serving.settings import ServingSettings, settings_from_env
-from tests.serving.harness import HTTP_WORKERS, folder_settings, identity_input
-from tests.serving.protocol.test_admission import write_gated_repository
+from tests.serving.harness import HTTP_WORKERS, identity_input
+from tests.serving.protocol.test_admission import serve_gated
 
 pytestmark = pytest.mark.embedded
 
@@ -36,22 +36,13 @@ BUDGET = 8 * MiB
 LARGE = 3 * MiB // 4  # FP32 elements of a 3 MiB tensor: two fit the budget, a third does not
 
 
-@pytest.fixture(scope="module")
-def gate(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("gate") / "open"
-
-
 @pytest.fixture(scope="module", params=HTTP_WORKERS, ids=("in-process", "frontends"))
 def server(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, gate: Path
 ) -> Iterator[ServingProcess]:
-    gate.unlink(missing_ok=True)
-    repo = write_gated_repository(tmp_path_factory.mktemp("repo"), gate)
-    settings = folder_settings(repo, max_request_bytes=MAX_REQUEST_BYTES,
-                               max_in_flight_request_bytes=BUDGET, http_workers=request.param,
-                               grpc_workers=request.param)  # fmt: skip
-    with ServingProcess(settings) as process:
-        yield process
+    yield from serve_gated(request.param, tmp_path_factory, gate,
+                           max_request_bytes=MAX_REQUEST_BYTES,
+                           max_in_flight_request_bytes=BUDGET)  # fmt: skip
 
 
 def test_requests_past_the_budget_are_refused_until_the_held_ones_are_answered(
