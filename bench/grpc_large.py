@@ -1,11 +1,12 @@
-"""Large tensors over gRPC: a ``ModelInfer`` read and written in place (``infer_wire``) against
-protobuf's own parse and serialization.
+"""Large tensors over gRPC: ``ModelInfer`` and ``ModelStreamInfer`` read and written in place
+(``infer_wire``) against protobuf's own parse and serialization.
 
 `python -m bench.grpc_large [--baseline ../before] [--rounds 3]` measures, in this process, what
-decoding a request and encoding its answer costs at each size both ways (the loop's time per
-request, best of the rounds). With ``--baseline`` (a tree from before the change) it also runs
-perf_analyzer against both trees' servers in alternating rounds: the identity model over gRPC at
-concurrency 4, 1 MiB and 16 MiB requests. Writes the "grpc-large" section of docs/benchmarks.md.
+decoding a request and encoding its answer (unary, and as a stream's answer) costs at each size
+both ways (the loop's time per request, best of the rounds). With ``--baseline`` (a tree from
+before the change) it also runs perf_analyzer against both trees' servers in alternating rounds:
+the identity model over gRPC at concurrency 4, 1 MiB and 16 MiB requests, unary and streamed.
+Writes the "grpc-large" section of docs/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from bench.server import ROOT, serving
 
 SIZES = (64, 64 * 1024, 1 << 20, 16 << 20)
 LOAD_SIZES = (1 << 20, 16 << 20)
+RPCS = {"ModelInfer": (), "ModelStreamInfer": ("--streaming",)}  # perf_analyzer's flags
 CONCURRENCY = 4
 
 
@@ -32,7 +34,11 @@ def codec_rows(rounds: int) -> list[list[str]]:
     from tritonclient.grpc import service_pb2
 
     from serving.core.types import InferResponse
-    from serving.protocol.grpc.infer_wire import parse_infer_request, serialize_infer_response
+    from serving.protocol.grpc.infer_wire import (
+        parse_infer_request,
+        serialize_infer_response,
+        serialize_stream_infer_response,
+    )
     from serving.protocol.grpc_codec import decode_infer_request, encode_infer_response
 
     rows = []
@@ -51,6 +57,12 @@ def codec_rows(rounds: int) -> list[list[str]]:
             "decode in place": lambda w=wire: decode_infer_request(parse_infer_request(w)),
             "encode protobuf": lambda a=answer: encode_infer_response(a).SerializeToString(),
             "encode in place": lambda a=answer: serialize_infer_response(
+                encode_infer_response(a, in_place=True)
+            ),
+            "stream encode protobuf": lambda a=answer: service_pb2.ModelStreamInferResponse(
+                infer_response=encode_infer_response(a)
+            ).SerializeToString(),
+            "stream encode in place": lambda a=answer: serialize_stream_infer_response(
                 encode_infer_response(a, in_place=True)
             ),
         }
@@ -85,27 +97,32 @@ def load_rows(baseline: Path, rounds: int) -> list[list[str]]:
     from repository import demo_models as dm
 
     trees = {"this tree": ROOT, "baseline": baseline}
-    measured: dict[tuple[str, int], list[float]] = {}
+    measured: dict[tuple[str, str, int], list[float]] = {}
     with tempfile.TemporaryDirectory() as folder:
         repo = Path(folder)
         dm.write_onnx_identity(repo, "identity", dims=(-1,), max_batch_size=8)
         for _ in range(rounds):
             for label, root in trees.items():
                 with serving(repo, root=root) as server:
-                    for size in LOAD_SIZES:
-                        result = run_load(model="identity", protocol="grpc", url=server["grpc"],
-                                          concurrency=CONCURRENCY, shape=f"INPUT0:{size // 4}",
-                                          measurement_ms=4000)  # fmt: skip
-                        measured.setdefault((label, size), []).append(result.throughput_per_s)
+                    for rpc, flags in RPCS.items():
+                        for size in LOAD_SIZES:
+                            result = run_load(model="identity", protocol="grpc",
+                                              url=server["grpc"], concurrency=CONCURRENCY,
+                                              shape=f"INPUT0:{size // 4}", measurement_ms=4000,
+                                              extra_args=flags)  # fmt: skip
+                            measured.setdefault((label, rpc, size), []).append(
+                                result.throughput_per_s
+                            )
     rows = []
-    for size in LOAD_SIZES:
-        new, old = (measured[(label, size)] for label in trees)
-        rows.append([
-            _size(size),
-            " / ".join(f"{v:,.1f}" for v in new),
-            " / ".join(f"{v:,.1f}" for v in old),
-            f"{statistics.median(new) / statistics.median(old):.2f}",
-        ])  # fmt: skip
+    for rpc in RPCS:
+        for size in LOAD_SIZES:
+            new, old = (measured[(label, rpc, size)] for label in trees)
+            rows.append([
+                f"{rpc}, {_size(size)}",
+                " / ".join(f"{v:,.1f}" for v in new),
+                " / ".join(f"{v:,.1f}" for v in old),
+                f"{statistics.median(new) / statistics.median(old):.2f}",
+            ])  # fmt: skip
     return rows
 
 
@@ -128,11 +145,14 @@ def main(argv: list[str] | None = None) -> None:
                 "decode µs, in place",
                 "encode µs, protobuf",
                 "encode µs, in place",
+                "stream encode µs, protobuf",
+                "stream encode µs, in place",
             ],
             codec_rows(args.rounds),
         ),  # fmt: skip
         "What decoding one `ModelInfer` request (one FP32 tensor of that size) and encoding its "
-        "answer cost the event loop, per request, best of "
+        "answer (as a `ModelInfer` answer, and as a `ModelStreamInfer` one) cost the event loop, "
+        "per request, best of "
         f"{args.rounds} rounds. In place, 64 KiB and below is protobuf's own codec (the walk "
         "starts at 128 KiB).",
     ]
@@ -140,14 +160,15 @@ def main(argv: list[str] | None = None) -> None:
         parts += [
             report.table(
                 [
-                    "request and answer",
+                    "RPC, request and answer",
                     "infer/s, this tree",
                     "infer/s, baseline",
                     "ratio of medians",
                 ],
                 load_rows(args.baseline, args.rounds),
             ),  # fmt: skip
-            f"perf_analyzer, identity over gRPC at concurrency {CONCURRENCY}, each round both "
+            f"perf_analyzer, identity over gRPC at concurrency {CONCURRENCY} (`--streaming` for "
+            f"`ModelStreamInfer`), each round both "
             f"trees' servers one after the other; the baseline is at "
             f"`{report.tree_commit(args.baseline)}`.",
         ]

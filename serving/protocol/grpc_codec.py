@@ -165,9 +165,9 @@ def _requested_outputs(message: service_pb2.ModelInferRequest) -> list[Requested
 def encode_infer_response(
     response: InferResponse, request_id: str = "", *, in_place: bool = False
 ) -> service_pb2.ModelInferResponse | SplitInferResponse:
-    """The answer's message. With ``in_place`` (a ``ModelInfer`` answer, which its handler writes
-    with ``serialize_infer_response``) the outputs from the first large one on stay in their own
-    memory, to be framed after the rest."""
+    """The answer's message. With ``in_place`` (an answer its handler writes with
+    ``serialize_infer_response`` or ``serialize_stream_infer_response``) the outputs from the
+    first large one on stay in their own memory, to be framed after the rest."""
     message = service_pb2.ModelInferResponse(
         model_name=response.model_name,
         model_version=str(response.model_version),

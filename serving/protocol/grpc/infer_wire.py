@@ -16,7 +16,8 @@ length-delimited) leaves the message to protobuf whole, so malformed input fails
 The same goes for an answer: protobuf copied each output into the message and copied the
 message again to serialize it. A large answer is written as protobuf's serialization of the rest
 followed by each ``raw_output_contents`` entry, framed by hand, straight from the output's memory
-(one copy, into the answer's bytes).
+(one copy, into the answer's bytes); on a stream, that answer framed as its
+``ModelStreamInferResponse``'s ``infer_response``, in the same copy.
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ ZERO_COPY_FROM = 128 * 1024
 _RAW_INPUT_CONTENTS = 7  # ModelInferRequest.raw_input_contents' field number
 # ModelInferResponse.raw_output_contents' key: field 6, length-delimited.
 _RAW_OUTPUT_CONTENTS_KEY = b"\x32"
+# ModelStreamInferResponse.infer_response's key: field 2, length-delimited.
+_INFER_RESPONSE_KEY = b"\x12"
 _LENGTH_DELIMITED, _VARINT, _FIXED64, _FIXED32 = 2, 0, 1, 5
 
 
@@ -77,11 +80,31 @@ def serialize_infer_response(response: Any) -> bytes:
     if type(response) is not SplitInferResponse:
         data: bytes = response.SerializeToString()
         return data
-    pieces: list[bytes | memoryview] = [response.message.SerializeToString()]
+    return b"".join(_pieces(response)[0])
+
+
+def serialize_stream_infer_response(response: Any) -> bytes:
+    """``ModelStreamInferResponse.SerializeToString``. A ``SplitInferResponse`` on a stream
+    stands for the stream answer holding only it (no error message): its bytes are framed as
+    that answer's ``infer_response`` field in the same single copy."""
+    if type(response) is not SplitInferResponse:
+        data: bytes = response.SerializeToString()
+        return data
+    pieces, length = _pieces(response)
+    return b"".join((_INFER_RESPONSE_KEY, _encode_varint(length), *pieces))
+
+
+def _pieces(response: SplitInferResponse) -> tuple[list[bytes | memoryview], int]:
+    """The answer's bytes in pieces (the rest, then each output's key, length and contents),
+    and their total length."""
+    rest: bytes = response.message.SerializeToString()
+    pieces: list[bytes | memoryview] = [rest]
+    length = len(rest)
     for buffer in response.raw:
-        pieces.append(_RAW_OUTPUT_CONTENTS_KEY + _encode_varint(len(buffer)))
-        pieces.append(buffer)
-    return b"".join(pieces)
+        header = _RAW_OUTPUT_CONTENTS_KEY + _encode_varint(len(buffer))
+        pieces += (header, buffer)
+        length += len(header) + len(buffer)
+    return pieces, length
 
 
 def _encode_varint(value: int) -> bytes:

@@ -16,7 +16,11 @@ from typing import Any
 
 import grpc
 
-from serving.protocol.grpc.infer_wire import parse_infer_request, serialize_infer_response
+from serving.protocol.grpc.infer_wire import (
+    parse_infer_request,
+    serialize_infer_response,
+    serialize_stream_infer_response,
+)
 
 REGISTERED_METHODS = frozenset(("ModelInfer", "ModelStreamInfer"))
 
@@ -99,8 +103,8 @@ def _in_place_if_inference(method: str, handler: grpc.RpcMethodHandler) -> grpc.
 
 
 def _in_place(handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
-    """``handler`` parsing its requests in place, and, for ``ModelInfer``, writing its answers
-    from their outputs' memory."""
+    """``handler`` parsing its requests in place and writing its answers from their outputs'
+    memory."""
     if handler.unary_unary is not None:
         return grpc.unary_unary_rpc_method_handler(
             handler.unary_unary,
@@ -111,6 +115,6 @@ def _in_place(handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
         return grpc.stream_stream_rpc_method_handler(
             handler.stream_stream,
             request_deserializer=parse_infer_request,
-            response_serializer=handler.response_serializer,
+            response_serializer=serialize_stream_infer_response,
         )
     return handler

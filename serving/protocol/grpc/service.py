@@ -26,6 +26,7 @@ from serving.incidents import report_incident
 from serving.protocol.admission import InFlightLimit
 from serving.protocol.errors import GRPC_STATUS
 from serving.protocol.grpc.edge import CountingTarget, EdgeInterceptor
+from serving.protocol.grpc.infer_wire import SplitInferResponse
 from serving.protocol.grpc.registration import InferenceMethodsOnly, InferRequestsInPlace
 from serving.protocol.grpc_codec import (
     decode_infer_request,
@@ -63,9 +64,14 @@ async def _call(context: grpc.aio.ServicerContext, func: Callable[[], Awaitable[
 def _stream_response(
     message: Any, response: InferResponse | ServingError | None, final: bool, request_id: str = ""
 ) -> Any:
-    """One ``ModelStreamInferResponse``: a response, an error, or only the final flag."""
+    """One ``ModelStreamInferResponse``: a response, an error, or only the final flag. A
+    response with a large output is a ``SplitInferResponse``, which the stream's serializer
+    writes as the stream answer holding it, from the outputs' own memory."""
     if isinstance(response, InferResponse):
-        encoded = encode_infer_response(response, request_id)
+        encoded = encode_infer_response(response, request_id, in_place=True)
+        if type(encoded) is SplitInferResponse:
+            encoded.message.parameters[FINAL_RESPONSE_PARAMETER].bool_param = final
+            return encoded
         answer = service_pb2.ModelStreamInferResponse(infer_response=encoded)
     else:
         # An error or a flag-only answer names the request it belongs to, as Triton's does.

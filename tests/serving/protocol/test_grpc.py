@@ -253,7 +253,8 @@ def test_large_requests_are_read_in_place_with_every_input_intact(
     server: ServingProcess, client: Any
 ) -> None:
     """Past ``ZERO_COPY_FROM`` a request's tensors are read where they arrived (``infer_wire``):
-    each input keeps its own bytes, in order, whatever the order of the message's fields."""
+    each input keeps its own bytes, in order, whatever the order of the message's fields; a
+    large answer is written from its output's memory, unary and on a stream."""
     a, b = np.arange(16, dtype=np.int32).reshape(1, 16), np.full((1, 16), 7, dtype=np.int32)
     heading = service_pb2.ModelInferRequest(model_name="simple", id="big")
     heading.parameters["note"].string_param = "x" * ZERO_COPY_FROM  # a large message
@@ -289,8 +290,10 @@ def test_large_requests_are_read_in_place_with_every_input_intact(
         for _ in range(2):  # NOTE: a stream's requests run at once: answers come as they finish
             result, error = answers.get(timeout=30)
             assert error is None
-            scale = int(result.get_response().id)
-            np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), x * scale)
+            answer = result.get_response()  # written in place, framed as the stream's answer
+            assert answer.model_name == "identity"
+            assert answer.parameters["triton_final_response"].bool_param
+            np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), x * int(answer.id))
     finally:
         client.stop_stream()
 

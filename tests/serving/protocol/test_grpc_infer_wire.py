@@ -1,7 +1,7 @@
 """A large ``ModelInferRequest`` read in place (``serving.protocol.grpc.infer_wire``): decoded
 exactly as protobuf's own parse would have it, whatever the fields and their order, its tensors
 sharing the received bytes, and anything unexpected left to protobuf; and a large answer written
-from its outputs' memory, byte for byte what protobuf would have written."""
+from its outputs' memory, unary or streamed, byte for byte what protobuf would have written."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from serving.protocol.grpc.infer_wire import (
     SplitInferResponse,
     parse_infer_request,
     serialize_infer_response,
+    serialize_stream_infer_response,
 )
 from serving.protocol.grpc.registration import IN_PLACE_METHODS
 from serving.protocol.grpc_codec import (
@@ -162,6 +163,12 @@ def test_an_answer_written_from_its_outputs_reads_as_protobufs_own(scale: int) -
     assert isinstance(answer, SplitInferResponse) == (scale == ZERO_COPY_FROM)
     written = service_pb2.ModelInferResponse.FromString(serialize_infer_response(answer))
     assert written == encode_infer_response(response, "ignored")
+    # On a stream a split answer stands for the stream answer holding it; a whole one is wrapped.
+    stream_answer = (answer if isinstance(answer, SplitInferResponse)
+                     else service_pb2.ModelStreamInferResponse(infer_response=answer))  # fmt: skip
+    assert serialize_stream_infer_response(stream_answer) == (
+        service_pb2.ModelStreamInferResponse(infer_response=written).SerializeToString()
+    )
     assert written.raw_output_contents[0] == small.tobytes()
     assert np.frombuffer(written.raw_output_contents[1], "<f8").tolist() == wide.tolist()
     assert np.frombuffer(written.raw_output_contents[2], np.int32).tolist() == (
