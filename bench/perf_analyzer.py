@@ -113,7 +113,10 @@ def _run_load(
         if completed.returncode != 0 and "stable measurement" in output:
             raise UnstableMeasurement(model)
         if completed.returncode != 0:
-            raise RuntimeError(f"perf_analyzer failed:\n{completed.stdout}\n{completed.stderr}")
+            raise RuntimeError(
+                f"perf_analyzer failed (exit status {completed.returncode}):\n"
+                f"{completed.stdout}\n{completed.stderr}"
+            )
         with report.open() as handle:
             row = next(csv.DictReader(handle))
     return LoadResult(
