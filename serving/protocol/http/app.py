@@ -41,7 +41,11 @@ from serving.protocol.errors import HTTP_STATUS
 from serving.protocol.http import compression, generate
 from serving.protocol.http.body import Body, BodyBuffer
 from serving.protocol.http.disconnect import ClientDisconnected, Message, Receive, until_disconnect
-from serving.protocol.http.whole_answer import WHOLE_ANSWER_BYTES, WHOLE_ANSWER_EXTENSION
+from serving.protocol.http.whole_answer import (
+    WHOLE_ANSWER_BYTES,
+    WHOLE_ANSWER_EXTENSION,
+    whole_answer,
+)
 from serving.protocol.json_codec import decode_infer_request, encode_infer_response, parse_json
 from serving.protocol.restricted import HEALTH, http_group
 
@@ -241,7 +245,7 @@ class HttpApp:
         send: Send,
         headers: dict[bytes, bytes],
     ) -> None:
-        raw, taken = await self._counted_body(receive, headers, None)
+        raw, taken = await self._counted_body(scope, receive, headers, None)
         try:
             body = parse_json(raw) if _NOT_BLANK.search(raw) else {}
             signature = self.server.resolve(name, version).signature
@@ -278,7 +282,7 @@ class HttpApp:
         exchange = extensions.get(WHOLE_ANSWER_EXTENSION) if extensions else None
         # NOTE: a body that arrived whole with its headers is taken without ``receive``'s await.
         whole = exchange.take_whole_body() if exchange is not None else None
-        body, taken = await self._counted_body(receive, headers, whole)
+        body, taken = await self._counted_body(scope, receive, headers, whole)
         try:
             header_length = parse_header_length(
                 headers.get(b"inference-header-content-length"), len(body)
@@ -335,7 +339,7 @@ class HttpApp:
                             binary_data_output=True)  # fmt: skip
 
     async def _counted_body(
-        self, receive: Receive, headers: dict[bytes, bytes], whole: Body | None
+        self, scope: Scope, receive: Receive, headers: dict[bytes, bytes], whole: Body | None
     ) -> tuple[Body, int]:
         """An inference request's body, whole and decompressed (``whole``: it came with its
         headers), and the bytes it took from the replica's budget, to give back once answered.
@@ -350,7 +354,7 @@ class HttpApp:
         taken = 0
         try:
             if whole is None:
-                taken = await self._take_declared(budget, receive, headers)
+                taken = await self._take_declared(budget, scope, receive, headers)
                 body = await self._read_body(receive, headers)
             else:
                 body = whole
@@ -367,7 +371,11 @@ class HttpApp:
         return body, taken
 
     async def _take_declared(
-        self, budget: RequestBytesBudget, receive: Receive, headers: dict[bytes, bytes]
+        self,
+        budget: RequestBytesBudget,
+        scope: Scope,
+        receive: Receive,
+        headers: dict[bytes, bytes],
     ) -> int:
         declared = headers.get(b"content-length")
         if not budget.limit or declared is None or not declared.isdigit():
@@ -378,6 +386,11 @@ class HttpApp:
         try:
             return budget.take(length)
         except OverloadedError:
+            exchange = whole_answer(scope)
+            if exchange is not None and exchange.waiting_for_100_continue:
+                # The client waits for ``100 Continue`` before it sends its body: answered
+                # without one, it sends nothing (the exchange closes the connection after).
+                raise
             # Read and dropped, not left unread: a client that sends its whole body before it
             # reads the answer (most do) would see a reset instead of the 503 if it were closed.
             await _discard_body(receive)

@@ -10,7 +10,9 @@ and cancelled per request, no header checks on every ``send``, none of the layer
 What it does per connection, as uvicorn's did:
 - requests are parsed by llhttp (httptools) and answered in order; a pipelined request waits,
   with reading paused, until the one before it is answered;
-- ``Expect: 100-continue`` is answered when the application first reads the body;
+- ``Expect: 100-continue`` is answered when the application first reads the body; answered
+  before that (a refusal), the client may never send its body, so the connection closes after
+  the answer, unless the body came anyway;
 - reading pauses while a body the application has not taken exceeds 64 KiB, and ``send`` waits
   while the socket's write buffer is full;
 - an idle keep-alive connection is closed after ``keep_alive_s``; on shutdown an idle

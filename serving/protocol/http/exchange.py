@@ -91,6 +91,9 @@ class Exchange(DisconnectWatch):
 
     def add_body(self, data: bytes) -> None:
         self.body += data
+        # A client that sends its body without waiting for ``100 Continue`` needs none
+        # (RFC 9110 section 10.1.1), and an answer before it reads on as for any request.
+        self.waiting_for_100_continue = False
         if len(self.body) > HIGH_WATER_BYTES:
             self._connection.pause_reading()
         self.signal()
@@ -211,6 +214,8 @@ class Exchange(DisconnectWatch):
             or self.scope["method"] == "HEAD"
         ):
             return False
+        if self.waiting_for_100_continue:
+            self._answer_without_continue()
         content = [status_line(status)]
         asks_close = False
         for name, value in (*connection.server_state.default_headers, *headers):
@@ -228,7 +233,6 @@ class Exchange(DisconnectWatch):
             content.append(_CONNECTION_CLOSE)
         content += (b"\r\n", body)
         self.response_started = True
-        self.waiting_for_100_continue = False
         connection.transport.write(b"".join(content))
         self._complete()
         return True
@@ -237,7 +241,8 @@ class Exchange(DisconnectWatch):
 
     def _start(self, status: int, headers: Sequence[tuple[bytes, bytes]]) -> None:
         self.response_started = True
-        self.waiting_for_100_continue = False
+        if self.waiting_for_100_continue:
+            self._answer_without_continue()
         content = [status_line(status)]
         has_close = False
         for name, value in (*self._connection.server_state.default_headers, *headers):
@@ -269,6 +274,15 @@ class Exchange(DisconnectWatch):
             content.append(b"transfer-encoding: chunked\r\n")
         content.append(b"\r\n")
         self._connection.transport.write(b"".join(content))
+
+    def _answer_without_continue(self) -> None:
+        """Answered before ``100 Continue`` was sent (a refusal, or an answer that needs no
+        body): the client may now send its body or never send it, and what arrives next cannot
+        tell the two apart, so the connection closes after this answer (RFC 9110 section
+        10.1.1). Reading a body nobody asked for would only waste the upload."""
+        self.waiting_for_100_continue = False
+        if self.more_body:
+            self.keep_alive = False
 
     def _body(self, body: bytes, more_body: bool) -> None:
         transport = self._connection.transport

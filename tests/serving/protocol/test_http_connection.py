@@ -114,6 +114,36 @@ def test_expect_100_continue_is_answered_before_the_body_is_sent(port: int) -> N
     assert answer.startswith(b"HTTP/1.1 200 OK\r\n") and answer.endswith(b"\r\n\r\nbody")
 
 
+def test_an_answer_before_100_continue_closes_the_connection_after_it(port: int) -> None:
+    """The client waits for ``100 Continue`` before it sends the body; answered without one, it
+    may send the body or never send it, so the connection cannot be read on: it closes."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as client:
+        client.sendall(b"POST /scope HTTP/1.1\r\nHost: t\r\nContent-Length: 4\r\n"
+                       b"Expect: 100-continue\r\n\r\n")  # fmt: skip
+        answer = b""
+        while chunk := client.recv(65536):  # NOTE: a kept connection would time out here
+            answer += chunk
+    assert answer.startswith(b"HTTP/1.1 200 OK\r\n") and b"connection: close\r\n" in answer
+    assert b"100 Continue" not in answer
+
+
+def test_a_body_sent_without_waiting_for_100_continue_keeps_the_connection(port: int) -> None:
+    """Part of the body came without waiting: the client sends the rest whatever the answer, so
+    the connection reads on (dropping it) and serves the next request."""
+    request = post("/scope", b"body", b"Expect: 100-continue\r\n")
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as client:
+        reader = client.makefile("rb")
+        for first, rest in ((request[:-2], request[-2:]), (request, b"")):
+            client.sendall(first)  # NOTE: /scope answers without reading the body
+            head = []
+            while (line := reader.readline()) not in (b"\r\n", b""):
+                head.append(line)
+            assert head[0] == b"HTTP/1.1 200 OK\r\n" and b"connection: close\r\n" not in head
+            length = next(int(line[15:]) for line in head if line.startswith(b"content-length"))
+            assert reader.read(length).startswith(b"POST /scope")
+            client.sendall(rest)
+
+
 def test_an_answer_without_a_length_is_chunked(port: int) -> None:
     answer = exchange(port, b"GET /stream HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
     head, _, body = answer.partition(b"\r\n\r\n")

@@ -11,6 +11,7 @@ import gzip
 import http.client
 import json
 import queue
+import socket
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -69,6 +70,13 @@ def test_requests_past_the_budget_are_refused_until_the_held_ones_are_answered(
             status, headers, answer = _post(server, large, gzipped=True)
             assert status == 503 and headers.get("retry-after") == "1", answer[:200]
             assert "connection" not in headers and "overloaded" in answer
+            # A client that waits for ``100 Continue`` (curl does, for large bodies) is refused
+            # before it sends anything, and the connection closes: it may never send the body.
+            # Behind a front-end the front-end asks for the body at once, to relay it.
+            continued, status, fields, closed = _post_expecting_continue(server, large)
+            assert status.startswith(b"HTTP/1.1 503 ") and fields[b"retry-after"] == b"1"
+            if not server.settings.http_workers:
+                assert not continued and fields[b"connection"] == b"close" and closed
             small = np.ones((1, 4), dtype=np.float32)
             np.testing.assert_array_equal(_infer_http(server, "identity", small), small)
 
@@ -102,7 +110,7 @@ def test_requests_past_the_budget_are_refused_until_the_held_ones_are_answered(
                     grpc.stop_stream()
 
             metrics = _metrics(server)
-            assert metrics["portico_request_bytes_refused_total"] == 6 == budget.refused
+            assert metrics["portico_request_bytes_refused_total"] == 7 == budget.refused
             assert metrics["portico_request_bytes_in_flight"] == budget.held
             assert metrics["portico_request_bytes_in_flight_limit"] == BUDGET
         finally:
@@ -115,7 +123,7 @@ def test_requests_past_the_budget_are_refused_until_the_held_ones_are_answered(
     with grpcclient.InferenceServerClient(server.grpc_url) as grpc:
         answer = grpc.infer("identity", [_grpc_input(large)]).as_numpy("OUTPUT0")
         np.testing.assert_array_equal(answer, large)
-    assert budget.held == 0 and budget.refused == 6
+    assert budget.held == 0 and budget.refused == 7
 
 
 def test_the_budget_is_off_by_default_and_never_below_the_largest_request(tmp_path: Path) -> None:
@@ -158,14 +166,19 @@ def _grpc_input(x: np.ndarray[Any, Any], datatype: str = "FP32") -> grpcclient.I
     return tensor
 
 
+def _binary_header(x: np.ndarray[Any, Any]) -> bytes:
+    tensor = {"name": "INPUT0", "datatype": "FP32", "shape": list(x.shape),
+              "parameters": {"binary_data_size": x.nbytes}}  # fmt: skip
+    return json.dumps({"inputs": [tensor]}).encode()
+
+
 def _post(
     server: ServingProcess, x: np.ndarray[Any, Any], *, gzipped: bool = False
 ) -> tuple[int, dict[str, str], str]:
     """A binary infer request for ``identity``, then a small one on the same connection (the
     same socket: a refusal leaves the connection usable)."""
-    header = json.dumps({"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": list(x.shape),
-                                     "parameters": {"binary_data_size": x.nbytes}}]})  # fmt: skip
-    body = header.encode() + x.tobytes()
+    header = _binary_header(x)
+    body = header + x.tobytes()
     sent = {"Inference-Header-Content-Length": str(len(header))}
     if gzipped:
         body, sent["Content-Encoding"] = gzip.compress(body), "gzip"
@@ -176,17 +189,47 @@ def _post(
         response = connection.getresponse()
         answer = response.read().decode()
         headers = {key.lower(): value for key, value in response.getheaders()}
-        socket = connection.sock
+        first_socket = connection.sock
         small = json.dumps({"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [1, 1],
                                         "data": [5.0]}]})  # fmt: skip
         connection.request("POST", "/v2/models/identity/infer", body=small.encode())
         again = connection.getresponse()
         assert again.status == 200, again.read()
         assert json.loads(again.read())["outputs"][0]["data"] == [5.0]
-        assert connection.sock is socket
+        assert connection.sock is first_socket
         return response.status, headers, answer
     finally:
         connection.close()
+
+
+def _post_expecting_continue(
+    server: ServingProcess, x: np.ndarray[Any, Any]
+) -> tuple[bool, bytes, dict[bytes, bytes], bool]:
+    """A binary infer request for ``identity`` sent as curl sends a large one: its headers with
+    ``Expect: 100-continue``, its body only once the server asks for it. Whether it asked, the
+    final answer's status line and headers (names lower-case), and whether the server closed
+    the connection after the answer."""
+    header = _binary_header(x)
+    body = header + x.tobytes()
+    host, port = server.http_url.split(":")
+    with socket.create_connection((host, int(port)), timeout=60) as client:
+        client.sendall(b"POST /v2/models/identity/infer HTTP/1.1\r\nHost: t\r\n"
+                       b"Content-Length: %d\r\nInference-Header-Content-Length: %d\r\n"
+                       b"Expect: 100-continue\r\n\r\n" % (len(body), len(header)))  # fmt: skip
+        reader = client.makefile("rb")
+        status = reader.readline()
+        continued = status.startswith(b"HTTP/1.1 100 ")
+        if continued:
+            assert reader.readline() == b"\r\n"
+            client.sendall(body)
+            status = reader.readline()
+        fields: dict[bytes, bytes] = {}
+        while (line := reader.readline()) not in (b"\r\n", b""):
+            name, _, value = line.rstrip(b"\r\n").partition(b":")
+            fields[name.lower()] = value.strip()
+        assert b"overloaded" in reader.read(int(fields[b"content-length"]))
+        closed = reader.read(1) == b""  # NOTE: a kept connection would wait for the idle timeout
+    return continued, status, fields, closed
 
 
 def _generate(server: ServingProcess, values: list[float]) -> tuple[int, dict[str, str], str]:
