@@ -46,6 +46,10 @@ class RequestBytesBudget:
         self.held += nbytes
         return nbytes
 
+    def take_inputs(self, inputs: Mapping[str, np.ndarray[Any, Any]]) -> int:
+        """``take`` for a decoded request's inputs, not counted at all with no budget."""
+        return self.take(input_bytes(inputs)) if self.limit else 0
+
     def give_back(self, nbytes: int) -> None:
         self.held -= nbytes
 

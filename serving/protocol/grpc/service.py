@@ -18,7 +18,6 @@ from google.protobuf import json_format
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from tritonclient.grpc import service_pb2, service_pb2_grpc
 
-from serving.core.request_bytes import input_bytes
 from serving.core.server import InferenceServer
 from serving.core.types import InferResponse
 from serving.errors import InvalidArgumentError, ServingError
@@ -147,7 +146,7 @@ class InferenceService(service_pb2_grpc.GRPCInferenceServiceServicer):  # type: 
         async def body() -> Any:
             infer_request = decode_infer_request(request)
             budget = self.server.request_bytes
-            taken = budget.take(input_bytes(infer_request.inputs)) if budget.limit else 0
+            taken = budget.take_inputs(infer_request.inputs)
             try:
                 response = await self.server.infer(infer_request, decoupled_error=DECOUPLED_GRPC)
                 return encode_infer_response(response, infer_request.id, in_place=True)
@@ -200,7 +199,7 @@ class InferenceService(service_pb2_grpc.GRPCInferenceServiceServicer):  # type: 
         taken = 0
         try:
             infer_request = decode_infer_request(message)
-            taken = budget.take(input_bytes(infer_request.inputs)) if budget.limit else 0
+            taken = budget.take_inputs(infer_request.inputs)
             async for response, final in self.server.infer_stream(infer_request):
                 if response is None and not (final and empty_final):
                     continue

@@ -247,7 +247,7 @@ class HttpApp:
     ) -> None:
         raw, taken = await self._counted_body(scope, receive, headers, None)
         try:
-            body = parse_json(raw) if _NOT_BLANK.search(raw) else {}
+            body = _json_object(raw)
             signature = self.server.resolve(name, version).signature
             request = generate.decode_request(body, signature, model_name=name,
                                               model_version=version)  # fmt: skip
@@ -346,7 +346,9 @@ class HttpApp:
 
         A declared length is taken before the body is read, so the body of a request past the
         budget is dropped as it arrives, never held; what a chunked or compressed body adds is
-        taken once it is whole. Either way the answer is 503 and the connection stays open.
+        taken once it is whole. Either way the answer is 503 and the connection stays open,
+        but for a client still waiting for ``100 Continue``: it is refused before it sends the
+        body, and the connection closes after the answer (``_take_declared``).
         """
         if whole is not None and len(whole) > self.max_request_bytes:
             raise _too_large(len(whole), self.max_request_bytes)
@@ -472,7 +474,7 @@ class HttpApp:
         body = await compression.decompress(
             body, headers.get(b"content-encoding"), max_bytes=self.max_request_bytes
         )
-        return parse_json(body) if _NOT_BLANK.search(body) else {}
+        return _json_object(body)
 
     async def _live_stats(self, send: Send) -> None:
         try:
@@ -482,6 +484,11 @@ class HttpApp:
         data = module.live_stats_json(self.server)
         body = data if isinstance(data, bytes) else orjson.dumps(data)
         await _send(send, 200, body, _JSON)
+
+
+def _json_object(body: Body) -> dict[str, Any]:
+    """A JSON body's object; a blank body is an empty one."""
+    return parse_json(body) if _NOT_BLANK.search(body) else {}
 
 
 async def _discard_body(receive: Receive) -> None:
