@@ -135,7 +135,7 @@ def measure_edge(batches: int, path: bytes = MODEL_INFER) -> float:
 
         settings, live, ready = Settings(), True, True
         # No request-bytes budget (a bare stand-in: a baseline tree may not have the class).
-        request_bytes = types.SimpleNamespace(limit=0)
+        request_bytes = types.SimpleNamespace(limit=0, take_inputs=lambda inputs: 0)
 
         async def infer(self, request: Any, decoupled_error: str = "") -> InferResponse:
             return InferResponse(request.model_name, 1, {"OUTPUT0": request.inputs["INPUT0"]})
