@@ -304,6 +304,7 @@ async def _start_grpc(
             interceptors=edge_interceptors(server),
             max_message_bytes=settings.max_request_bytes,
             tls=grpc_ssl_context(settings),
+            request_bytes=server.request_bytes,
         )
         ports.grpc = await listener.start(settings.host, settings.grpc_port)
         return listener
@@ -314,6 +315,7 @@ async def _start_grpc(
             max_message_bytes=settings.max_request_bytes,
             grace_s=settings.exit_timeout_s,
             tls=TlsFiles.from_settings(settings),
+            request_bytes=server.request_bytes,
         )
         ports.grpc = await native.start(settings.host, settings.grpc_port)
         return native

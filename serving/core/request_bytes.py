@@ -6,8 +6,9 @@ any is answered. With a budget, an inference request whose bytes would take the 
 served past it is refused before it is queued, and the others go on: HTTP 503 with
 ``Retry-After``, gRPC ``UNAVAILABLE`` (in-band on a ``ModelStreamInfer`` stream, which stays
 open). An HTTP request counts its body; a gRPC request its decoded inputs (a large request's
-tensors are views of the message it came in: the same bytes). The count lives on the server,
-so HTTP and gRPC, in-process or behind front-ends, share one budget. Requests a model sends
+tensors are views of the message it came in: the same bytes), and a unary call's message its
+declared length while it arrives (``serving.protocol.grpc.arriving``). The count lives on the
+server, so HTTP and gRPC, in-process or behind front-ends, share one budget. Requests a model sends
 itself (BLS) and an ensemble's steps are not counted again: their bytes are the counted
 request's doing.
 """

@@ -27,10 +27,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from serving.protocol.grpc import http2_wire as wire
+from serving.protocol.grpc.arriving import ArrivingMessages
 from serving.protocol.grpc.calls import DECODE_FAILED, INTERNAL, Dispatcher, run_call
 from serving.protocol.grpc.context import CallContext
 
 if TYPE_CHECKING:
+    from serving.core.request_bytes import RequestBytesBudget
     from serving.settings import ServingSettings
 
 logger = logging.getLogger("serving.grpc")
@@ -88,6 +90,7 @@ class H2cornGrpcServer:
         grace_s: float = 30.0,
         tls: TlsFiles | None = None,
         read_gate: Callable[[], Awaitable[None]] | None = None,
+        request_bytes: RequestBytesBudget | None = None,
     ) -> None:
         self._dispatcher = Dispatcher(register, interceptors)
         # Awaited before each read of a call's request bytes: a front-end's wait for the serving
@@ -97,6 +100,8 @@ class H2cornGrpcServer:
         self._grace_s = grace_s  # h2corn's config is fixed once it serves: the stop's grace
         self.held = 0  # request bytes the running calls hold (``_AsgiCall.held``, summed)
         self.hold_limit = HELD_MESSAGES * max_message_bytes
+        # The replica's request-bytes budget, for unary calls' messages while they arrive.
+        self.arriving = ArrivingMessages.of(request_bytes)
         self._tls = tls
         self._server: Any = None
         self._serving: asyncio.Task[None] | None = None
@@ -183,7 +188,7 @@ class _AsgiCall:
 
     __slots__ = ("_server", "_receive", "_send", "_limit", "wbits", "context", "expired",
                  "held", "_messages", "_partial", "_ended", "_started", "_answer",
-                 "_trailers")  # fmt: skip
+                 "_trailers", "_unary", "_share")  # fmt: skip
 
     def __init__(self, server: H2cornGrpcServer, receive: Any, send: Any) -> None:
         self._server, self._receive, self._send = server, receive, send
@@ -198,10 +203,13 @@ class _AsgiCall:
         self._started = False  # the answer's headers went out
         self._answer = b""  # a unary answer, framed, waiting for ``finish``
         self._trailers: list[Any] | None = None  # the status, once decided
+        self._unary = False  # its servicer reads one message (``single``)
+        self._share = 0  # the budget's bytes taken for the message arriving (``arriving``)
 
     # --- CallRequests --------------------------------------------------------------------------
 
     async def single(self) -> bytes | None:
+        self._unary = True
         while not self._ended and len(self._messages) < 2 and self._trailers is None:
             await self._read()
         if self._trailers is not None:
@@ -257,6 +265,19 @@ class _AsgiCall:
         else:
             self._partial = bytearray(buffer[pos:])
         self._hold(len(self._partial))
+        if self._unary and (self._share or self._partial):
+            self._count_arriving()
+
+    def _count_arriving(self) -> None:
+        arriving = self._server.arriving
+        if arriving is None:
+            return
+        share, self._share = self._share, 0
+        try:
+            self._share = arriving.recount(share, self._partial)
+        except wire.WireError:
+            self.release()
+            raise
 
     def _hold(self, size: int) -> None:
         server = self._server
@@ -275,6 +296,8 @@ class _AsgiCall:
         """The call is over (or refused): what it held of a message is dropped."""
         self._partial = bytearray()
         self._hold(0)
+        if self._share:
+            self._count_arriving()
 
     # --- CallSink ----------------------------------------------------------------------------
 

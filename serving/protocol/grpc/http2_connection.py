@@ -36,6 +36,7 @@ from jh2.settings import SettingCodes, Settings
 
 from serving.core.token_bucket import TokenBucket
 from serving.protocol.grpc import http2_wire as wire
+from serving.protocol.grpc.arriving import ArrivingMessages
 from serving.protocol.grpc.calls import DECODE_FAILED, INTERNAL, Dispatcher, run_call
 from serving.protocol.grpc.context import CallContext
 
@@ -104,12 +105,14 @@ class GrpcHttp2Connection(asyncio.Protocol):
         on_open: Callable[[GrpcHttp2Connection], None],
         on_close: Callable[[GrpcHttp2Connection], None],
         listener_held: HeldBytes,
+        arriving: ArrivingMessages | None = None,
     ) -> None:
         self._dispatcher = dispatcher
         self._max_message = max_message_bytes
         self._hold_limit = HELD_MESSAGES_PER_CONNECTION * max_message_bytes
         self.held = 0  # request bytes this connection's calls hold (``_Call.held``, summed)
         self.listener_held = listener_held  # what all the listener's connections hold
+        self.arriving = arriving  # the request-bytes budget, for unary calls' arriving messages
         self._on_open, self._on_close = on_open, on_close
         self._h2 = H2Connection(config=PROTOCOL_CONFIG)
         self._transport: asyncio.Transport | None = None
@@ -424,7 +427,8 @@ class _Call:
 
     __slots__ = ("_connection", "_h2", "stream_id", "context", "task", "timer", "wbits",
                  "partial", "messages", "queued", "held", "ended", "unacked", "done",
-                 "_waiter", "_writer", "_started", "_outbox", "_trailers")  # fmt: skip
+                 "unary", "share", "_waiter", "_writer", "_started", "_outbox",
+                 "_trailers")  # fmt: skip
 
     def __init__(self, connection: GrpcHttp2Connection, stream_id: int) -> None:
         self._connection = connection
@@ -441,6 +445,8 @@ class _Call:
         self.ended = False  # the client half-closed
         self.unacked = 0  # request bytes not yet given back to the client's window
         self.done = False  # the status is decided (sent, or waiting in the outbox)
+        self.unary = False  # its servicer reads one message (``single``)
+        self.share = 0  # the budget's bytes taken for the message arriving (``arriving``)
         self._waiter: asyncio.Future[None] | None = None  # the servicer, waiting for a request
         self._writer: asyncio.Future[None] | None = None  # the servicer, waiting to send
         self._started = False  # the answer's headers went out
@@ -467,8 +473,21 @@ class _Call:
         else:
             self.partial = bytearray(buffer[pos:])
         self._count_held()
+        if self.unary and (self.share or self.partial):
+            self._count_arriving()
         if self.messages:
             self.wake_reader()
+
+    def _count_arriving(self) -> None:
+        arriving = self._connection.arriving
+        if arriving is None:
+            return
+        share, self.share = self.share, 0
+        try:
+            self.share = arriving.recount(share, self.partial)
+        except wire.WireError:
+            self.release()
+            raise
 
     def _count_held(self) -> None:
         held = self.queued + (len(self.partial) if self.partial else 0)
@@ -483,6 +502,8 @@ class _Call:
         self.partial = None
         self.queued = 0
         self._count_held()
+        if self.share:
+            self._count_arriving()
 
     def wake_reader(self) -> None:
         waiter = self._waiter
@@ -492,6 +513,13 @@ class _Call:
     # --- CallRequests --------------------------------------------------------------------------
 
     async def single(self) -> bytes | None:
+        self.unary = True
+        if self.partial:  # its start came before the servicer asked for it
+            try:
+                self._count_arriving()
+            except wire.WireError as exc:
+                self.status(exc.code, exc.message)
+                return None
         while not self.ended and len(self.messages) < 2:
             await self._wait_for_request()
         if len(self.messages) != 1:

@@ -16,6 +16,8 @@ import ssl
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from serving.core.request_bytes import RequestBytesBudget
+from serving.protocol.grpc.arriving import ArrivingMessages
 from serving.protocol.grpc.calls import Dispatcher
 from serving.protocol.grpc.http2_connection import GrpcHttp2Connection, HeldBytes
 
@@ -30,6 +32,7 @@ class Http2GrpcServer:
         interceptors: Sequence[Any] = (),
         max_message_bytes: int,
         tls: ssl.SSLContext | None = None,
+        request_bytes: RequestBytesBudget | None = None,
     ) -> None:
         self._dispatcher = Dispatcher(register, interceptors)
         self._max_message_bytes = max_message_bytes
@@ -37,6 +40,8 @@ class Http2GrpcServer:
         self._server: asyncio.AbstractServer | None = None
         self.connections: set[GrpcHttp2Connection] = set()
         self.held = HeldBytes(max_message_bytes)  # request bytes all connections' calls hold
+        # The replica's request-bytes budget, for unary calls' messages while they arrive.
+        self.arriving = ArrivingMessages.of(request_bytes)
         self._reads_held = False
 
     async def start(self, host: str, port: int, *, reuse_port: bool = False) -> int:
@@ -56,6 +61,7 @@ class Http2GrpcServer:
             on_open=self._opened,
             on_close=self.connections.discard,
             listener_held=self.held,
+            arriving=self.arriving,
         )
 
     def _opened(self, connection: GrpcHttp2Connection) -> None:

@@ -18,6 +18,7 @@ PREFIX_BYTES = MESSAGE_PREFIX.size
 COMPRESSED = 1
 # gRPC status codes the listeners end calls with (grpc's numbering).
 CANCELLED, DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED, UNIMPLEMENTED, INTERNAL = 1, 4, 8, 12, 13
+UNAVAILABLE = 14
 
 # Header names grpc reserves for itself: never handed to a servicer as invocation metadata.
 RESERVED = frozenset((b"content-type", b"te", b"grpc-timeout", b"grpc-encoding",

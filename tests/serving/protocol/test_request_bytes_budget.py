@@ -24,9 +24,14 @@ import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
+from repository import demo_models as dm
+from serving.core.request_bytes import RequestBytesBudget
 from serving.main import ServingProcess
+from serving.protocol.grpc import http2_wire as wire
+from serving.protocol.grpc.arriving import ArrivingMessages
 from serving.settings import ServingSettings, settings_from_env
-from tests.serving.harness import HTTP_WORKERS, identity_input
+from tests.serving.harness import HTTP_WORKERS, identity_input, serving
+from tests.serving.protocol.h2_client import RawGrpc, grpc_message
 from tests.serving.protocol.test_admission import serve_gated
 
 pytestmark = pytest.mark.embedded
@@ -35,6 +40,7 @@ MiB = 1024 * 1024
 MAX_REQUEST_BYTES = 4 * MiB
 BUDGET = 8 * MiB
 LARGE = 3 * MiB // 4  # FP32 elements of a 3 MiB tensor: two fit the budget, a third does not
+INFER = "/inference.GRPCInferenceService/ModelInfer"
 
 
 @pytest.fixture(scope="module", params=HTTP_WORKERS, ids=("in-process", "frontends"))
@@ -95,19 +101,7 @@ def test_requests_past_the_budget_are_refused_until_the_held_ones_are_answered(
                 np.testing.assert_array_equal(
                     grpc.infer("identity", [_grpc_input(small)]).as_numpy("OUTPUT0"), small
                 )
-                # On a stream the refusal is one answer, and the stream goes on.
-                answers: queue.SimpleQueue[Any] = queue.SimpleQueue()
-                grpc.start_stream(callback=lambda result, error: answers.put((result, error)))
-                try:
-                    grpc.async_stream_infer("identity", [_grpc_input(large)])
-                    result, error = answers.get(timeout=60)
-                    assert result is None and "overloaded" in str(error)
-                    grpc.async_stream_infer("identity", [_grpc_input(small)])
-                    result, error = answers.get(timeout=60)
-                    assert error is None
-                    np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), small)
-                finally:
-                    grpc.stop_stream()
+                _assert_a_stream_refuses_in_band(grpc, large, small)
 
             metrics = _metrics(server)
             assert metrics["portico_request_bytes_refused_total"] == 7 == budget.refused
@@ -124,6 +118,73 @@ def test_requests_past_the_budget_are_refused_until_the_held_ones_are_answered(
         answer = grpc.infer("identity", [_grpc_input(large)]).as_numpy("OUTPUT0")
         np.testing.assert_array_equal(answer, large)
     assert budget.held == 0 and budget.refused == 7
+
+
+@pytest.mark.parametrize("transport", ["h2corn", "h2"])
+def test_a_unary_grpc_message_counts_from_its_length_prefix(transport: str, tmp_path: Path) -> None:
+    """A message arriving in pieces takes its declared length from the budget as soon as its
+    prefix is in, so past the budget a unary call is refused before its client sends the rest;
+    a stream's message is still counted once decoded (refused in-band, the stream going on)."""
+    dm.write_onnx_identity(tmp_path, "identity", dims=(-1,), max_batch_size=8)
+    with serving(tmp_path, grpc_transport=transport, max_request_bytes=MAX_REQUEST_BYTES,
+                 max_in_flight_request_bytes=BUDGET) as server:  # fmt: skip
+        assert server.server is not None
+        budget = server.server.request_bytes
+        host, port = server.grpc_url.rsplit(":", 1)
+        declared = 3 * MiB  # two such messages fit the budget, a third does not
+        start = grpc_message(bytes(declared))[: 16 * 1024]  # its prefix and the first bytes
+        large, small = np.ones((1, LARGE), dtype=np.float32), np.ones((1, 4), dtype=np.float32)
+        with RawGrpc(host, int(port)) as raw:
+            arriving = [raw.open(INFER), raw.open(INFER)]
+            for sid in arriving:
+                raw.send(sid, start)
+            _wait_for(lambda: budget.held == 2 * declared, "two arriving messages counted")
+
+            refused = raw.open(INFER)
+            raw.send(refused, start)  # and never the rest
+            answer = raw.wait(refused)
+            assert answer.grpc_status == 14, answer  # UNAVAILABLE
+            assert (
+                "overloaded" in answer.grpc_message
+                and f"past {BUDGET} bytes" in answer.grpc_message
+            )
+            assert budget.held == 2 * declared
+            # One budget for both protocols: HTTP sees the arriving messages too.
+            assert _post(server, large)[0] == 503
+            with grpcclient.InferenceServerClient(server.grpc_url) as grpc:
+                with pytest.raises(InferenceServerException, match="overloaded") as info:
+                    grpc.infer("identity", [_grpc_input(large)])
+                assert info.value.status() == "StatusCode.UNAVAILABLE"
+                _assert_a_stream_refuses_in_band(grpc, large, small)
+                np.testing.assert_array_equal(
+                    grpc.infer("identity", [_grpc_input(small)]).as_numpy("OUTPUT0"), small
+                )
+
+            raw.reset(arriving[0])  # a call that ends gives its share back
+            _wait_for(lambda: budget.held == declared, "the reset call's share back")
+            with grpcclient.InferenceServerClient(server.grpc_url) as grpc:
+                answered = grpc.infer("identity", [_grpc_input(large)]).as_numpy("OUTPUT0")
+                np.testing.assert_array_equal(answered, large)
+        _wait_for(lambda: budget.held == 0, "the budget back once the client left")
+        assert budget.refused == 4 == _metrics(server)["portico_request_bytes_refused_total"]
+
+
+def test_an_arriving_messages_share_follows_its_length_prefix() -> None:
+    budget = RequestBytesBudget(10)
+    arriving = ArrivingMessages.of(budget)
+    assert arriving is not None and ArrivingMessages.of(RequestBytesBudget(0)) is None
+    assert arriving.recount(0, b"\0\0\0\0") == 0 == budget.held  # the prefix is not in yet
+    share = arriving.recount(0, grpc_message(bytes(6))[:7])
+    assert share == 6 == budget.held
+    assert arriving.recount(share, grpc_message(bytes(6))[:9]) == 6 == budget.held  # the same
+    share = arriving.recount(share, grpc_message(bytes(4))[:5])  # the next message, smaller
+    assert share == 4 == budget.held
+    budget.take(4)
+    with pytest.raises(wire.WireError) as refused:  # 4 held by another, and 7 would pass 10
+        arriving.recount(share, grpc_message(bytes(7))[:5])
+    assert refused.value.code == wire.UNAVAILABLE and "past 10 bytes" in refused.value.message
+    assert budget.held == 4 and budget.refused == 1  # its old share given back all the same
+    assert arriving.recount(0, None) == 0
 
 
 def test_the_budget_is_off_by_default_and_never_below_the_largest_request(tmp_path: Path) -> None:
@@ -146,6 +207,24 @@ def test_the_budget_is_off_by_default_and_never_below_the_largest_request(tmp_pa
         ["--model-repository", str(tmp_path), "--max-in-flight-request-bytes", str(256 * MiB)]
     )
     assert settings_from_args(vars(options)).max_in_flight_request_bytes == 256 * MiB
+
+
+def _assert_a_stream_refuses_in_band(
+    grpc: grpcclient.InferenceServerClient, large: np.ndarray[Any, Any], small: np.ndarray[Any, Any]
+) -> None:
+    """On a stream the refusal of ``large`` is one answer, and the stream goes on."""
+    answers: queue.SimpleQueue[Any] = queue.SimpleQueue()
+    grpc.start_stream(callback=lambda result, error: answers.put((result, error)))
+    try:
+        grpc.async_stream_infer("identity", [_grpc_input(large)])
+        result, error = answers.get(timeout=60)
+        assert result is None and "overloaded" in str(error)
+        grpc.async_stream_infer("identity", [_grpc_input(small)])
+        result, error = answers.get(timeout=60)
+        assert error is None
+        np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), small)
+    finally:
+        grpc.stop_stream()
 
 
 def _wait_for(condition: Any, what: str) -> None:
