@@ -126,41 +126,65 @@ def batching_suite(*, quick: bool) -> None:
                     for concurrency in concurrencies:
                         before = _batch_counts(addresses["http"])
                         result = perf_analyzer.run_load(
-                            model="mlp", protocol=protocol, url=addresses[protocol],
-                            concurrency=concurrency, measurement_ms=2000 if quick else 4000,
+                            model="mlp",
+                            protocol=protocol,
+                            url=addresses[protocol],
+                            concurrency=concurrency,
+                            measurement_ms=2000 if quick else 4000,
                         )
                         mean_batch = _mean_batch(before, _batch_counts(addresses["http"]))
                         mean_batches.append(mean_batch)
                         results.append(result)
-                        rows.append([
-                            label, protocol.upper(), str(concurrency),
-                            f"{result.throughput_per_s:.0f}{report.mark(result)}",
-                            f"{result.p50_us / 1000:.2f}",
-                            f"{result.p95_us / 1000:.2f}", f"{result.p99_us / 1000:.2f}",
-                            f"{result.queue_us:.0f}", f"{mean_batch:.1f}",
-                            f"{result.throughput_per_s / raw_1.inferences_per_s:.2f}",
-                        ])
+                        rows.append(
+                            [
+                                label,
+                                protocol.upper(),
+                                str(concurrency),
+                                f"{result.throughput_per_s:.0f}{report.mark(result)}",
+                                f"{result.p50_us / 1000:.2f}",
+                                f"{result.p95_us / 1000:.2f}",
+                                f"{result.p99_us / 1000:.2f}",
+                                f"{result.queue_us:.0f}",
+                                f"{mean_batch:.1f}",
+                                f"{result.throughput_per_s / raw_1.inferences_per_s:.2f}",
+                            ]
+                        )
         formed = max(1, round(max(mean_batches)))
         raw_formed = raw_onnx.measure(model_file, batch_size=formed, seconds=seconds)
-    body = "\n\n".join([
-        "### Dynamic batching: MLP 256→1024→1024→16 FP32, batch-1 requests",
-        report.machine_line(),
-        report.table(
-            ["batching", "protocol", "concurrency", "infer/s", "p50 ms", "p95 ms", "p99 ms",
-             "mean queue µs", "mean batch", "÷ raw ORT batch 1"],
-            rows,
-        ),
-        report.table(
-            ["raw ONNX Runtime, in-process, one calling thread", "infer/s", "p50 µs"],
-            [
-                ["batch 1", f"{raw_1.inferences_per_s:.0f}", f"{raw_1.p50_us:.0f}"],
-                [f"batch {formed} (largest mean batch the server formed)",
-                 f"{raw_formed.inferences_per_s:.0f}", f"{raw_formed.p50_us:.0f}"],
-            ],
-        ),
-        report.unstable_note(results),
-        "Reproduce: `PERF_ANALYZER=/path/to/perf_analyzer python -m bench batching`",
-    ])
+    body = "\n\n".join(
+        [
+            "### Dynamic batching: MLP 256→1024→1024→16 FP32, batch-1 requests",
+            report.machine_line(),
+            report.table(
+                [
+                    "batching",
+                    "protocol",
+                    "concurrency",
+                    "infer/s",
+                    "p50 ms",
+                    "p95 ms",
+                    "p99 ms",
+                    "mean queue µs",
+                    "mean batch",
+                    "÷ raw ORT batch 1",
+                ],
+                rows,
+            ),
+            report.table(
+                ["raw ONNX Runtime, in-process, one calling thread", "infer/s", "p50 µs"],
+                [
+                    ["batch 1", f"{raw_1.inferences_per_s:.0f}", f"{raw_1.p50_us:.0f}"],
+                    [
+                        f"batch {formed} (largest mean batch the server formed)",
+                        f"{raw_formed.inferences_per_s:.0f}",
+                        f"{raw_formed.p50_us:.0f}",
+                    ],
+                ],
+            ),
+            report.unstable_note(results),
+            "Reproduce: `PERF_ANALYZER=/path/to/perf_analyzer python -m bench batching`",
+        ]
+    )
     report.write_section("batching", body)
 
 
