@@ -19,6 +19,11 @@ each add a row: Portico's gRPC measured once more, served that way.
 
 Server CPU per request is the server's whole process tree's CPU time over the run divided by the
 requests it answered (cores ÷ throughput), the figure the issue's targets are set in.
+
+Served ÷ raw ONNX Runtime at batch 1 divides Portico's MLP throughput over HTTP by the harness's
+own calibration, raw ONNX Runtime running the same MLP in-process at batch 1 on one thread, timed
+just before and just after that server in the same call, so both come from the same spell of the
+machine (these machines differ two- or threefold in batch-1 speed from one day to the next).
 """
 
 from __future__ import annotations
@@ -131,9 +136,23 @@ def _run(
     if reverse:
         command.append("--reverse")
     env = {**os.environ, "PEERS_HOME": str(work), **(extra_env or {})}
+    calibrations = work / "results" / "calib.jsonl"
+    seen = len(_lines(calibrations))
     subprocess.run(command, cwd=ROOT, env=env, check=True)
     points: list[Point] = json.loads(out.read_text())
-    return points
+    raw = _raw_calls_per_s(_lines(calibrations)[seen:])
+    return [{**point, "raw_ort_b1_per_s": raw} if raw else point for point in points]
+
+
+def _lines(path: Path) -> list[str]:
+    return path.read_text().splitlines() if path.exists() else []
+
+
+def _raw_calls_per_s(records: list[str]) -> float | None:
+    """The median of the calibrations the harness ran around the servers of one call (raw ONNX
+    Runtime, the MLP at batch 1, one thread)."""
+    values = [json.loads(line)["mlp_b1_intra1_calls_per_s"] for line in records if line.strip()]
+    return statistics.median(values) if values else None
 
 
 def _load() -> str:
@@ -190,6 +209,19 @@ def _ratio(a: float | None, b: float | None) -> str:
     return "—" if a is None or b is None or not b else f"{a / b:.2f}"
 
 
+def _served_over_raw(points: list[Point]) -> list[float]:
+    """Portico's MLP throughput over HTTP ÷ raw ONNX Runtime's batch-1 calls/s timed around it,
+    one figure per measurement."""
+    return [
+        p["infer_per_s"] / p["raw_ort_b1_per_s"]
+        for p in points
+        if (p["server"], p["model"], p["concurrency"]) == (PORTICO, "mlp", 32)
+        and p["proto"].startswith("http")
+        and p.get("ok")
+        and p.get("raw_ort_b1_per_s")
+    ]
+
+
 def _per_round(points: list[Point], server: str, protocol: str, over: str) -> list[float]:
     """``server``'s MLP throughput over ``protocol`` ÷ Portico's over ``over``, in each round
     that measured both."""
@@ -211,6 +243,16 @@ def _ratio_with_rounds(a: float | None, b: float | None, per_round: list[float])
     if len(per_round) > 1 and cell != "—":
         rounds = ", ".join(f"{r:.2f}" for r in per_round)
         cell += f" (rounds: {rounds}; median {statistics.median(per_round):.2f})"
+    return cell
+
+
+def _rounds_cell(values: list[float]) -> str:
+    """The median of one figure per round, with each round's."""
+    if not values:
+        return "—"
+    cell = f"{statistics.median(values):.2f}"
+    if len(values) > 1:
+        cell += f" (rounds: {', '.join(f'{v:.2f}' for v in values)})"
     return cell
 
 
@@ -272,6 +314,11 @@ def table(points: list[Point], variants: tuple[GrpcVariant, ...] = ()) -> tuple[
                 "Portico HTTP ÷ PyTriton HTTP",
                 _ratio(thr(PORTICO, "http"), thr(PYTRITON, "http")),
                 "≥ 2",
+            ],
+            [
+                "Portico HTTP ÷ raw ONNX Runtime, batch 1, one thread (timed around it)",
+                _rounds_cell(_served_over_raw(points)),
+                "≥ 0.6",
             ],
             *(
                 row

@@ -93,3 +93,36 @@ def test_each_protocol_gets_a_fresh_server_in_alternating_order(monkeypatch, tmp
     portico_back = [p for s, p, m in calls if s.startswith(peers.PORTICO) and m == "mlp"]
     assert portico_first == ["grpc", "http-bin"] and portico_back == ["http-bin", "grpc"]
     assert {p["round"] for p in forward} == {0} and {p["round"] for p in backward} == {1}
+
+
+def test_served_over_raw_divides_portico_http_by_the_calibration_timed_around_it() -> None:
+    points = _rounds()
+    for point, raw in zip(points[0:12:4], (4000.0, 3000.0, 8000.0), strict=True):  # HTTP points
+        point["raw_ort_b1_per_s"] = raw
+    _, ratios = peers.table(points)
+    row = next(line for line in ratios.splitlines() if "raw ONNX Runtime" in line)
+    # Per round 2,000 / 4,000, 6,000 / 3,000 and 4,000 / 8,000.
+    assert "| 0.50 (rounds: 0.50, 2.00, 0.50) | ≥ 0.6 |" in row
+    _, without = peers.table(_rounds())
+    assert "| — | ≥ 0.6 |" in next(line for line in without.splitlines() if "raw ONNX" in line)
+
+
+def test_a_harness_call_tags_its_points_with_the_calibrations_it_ran(monkeypatch, tmp_path) -> None:
+    """The shared harness appends to its calibration log (earlier calls' lines stay); only the
+    lines this call added count for its points."""
+    harness = tmp_path / "peers"
+    harness.mkdir()
+    script = harness / "run.sh"
+    script.write_text(
+        "#!/bin/sh\n"
+        'echo \'{"mlp_b1_intra1_calls_per_s": 5000}\' >> "$PEERS_HOME/results/calib.jsonl"\n'
+        'echo \'{"mlp_b1_intra1_calls_per_s": 7000}\' >> "$PEERS_HOME/results/calib.jsonl"\n'
+        'echo \'[{"server": "s", "ok": true}]\' > "$PEERS_HOME/results/servers.json"\n'
+    )
+    script.chmod(0o755)
+    work = tmp_path / "work"
+    (work / "results").mkdir(parents=True)
+    (work / "results" / "calib.jsonl").write_text('{"mlp_b1_intra1_calls_per_s": 100}\n')
+    monkeypatch.setenv("PEERS_DIR", str(harness))
+    points = peers._run(work, "s", "http-bin", "mlp", "32", 1000, False)
+    assert points == [{"server": "s", "ok": True, "raw_ort_b1_per_s": 6000}]
