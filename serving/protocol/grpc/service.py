@@ -37,7 +37,8 @@ from serving.protocol.grpc_codec import (
 logger = logging.getLogger("serving.grpc")
 
 # A stream's requests running at once, and its answers waiting for a slow reader: past either the
-# stream stops reading (backpressure through gRPC's flow control) instead of growing.
+# stream stops reading (backpressure through gRPC's flow control) instead of growing. With a
+# request-bytes budget the waiting answers' requests stay counted too (``one`` below).
 STREAM_MAX_IN_FLIGHT = 64
 STREAM_MAX_BUFFERED = 64
 DECOUPLED_GRPC = "ModelInfer RPC doesn't support models with decoupled transaction policy"
@@ -82,6 +83,17 @@ def _stream_response(
         )
     answer.infer_response.parameters[FINAL_RESPONSE_PARAMETER].bool_param = final
     return answer
+
+
+class _Counted:
+    """The request bytes one streamed request took from the budget, and whether they were put
+    on the stream's queue after its answers (its marker), for the writer to give back."""
+
+    __slots__ = ("handed_over", "nbytes")
+
+    def __init__(self) -> None:
+        self.nbytes = 0
+        self.handed_over = False
 
 
 def _unsupported(feature: str) -> Callable[[Any, Any, grpc.aio.ServicerContext], Awaitable[Any]]:
@@ -159,16 +171,28 @@ class InferenceService(service_pb2_grpc.GRPCInferenceServiceServicer):  # type: 
     async def ModelStreamInfer(
         self, request_iterator: AsyncIterator[Any], context: Any
     ) -> AsyncIterator[Any]:
+        # Answers in order, ``_Counted`` markers among them (see ``one``), None at the end.
         results: asyncio.Queue[Any] = asyncio.Queue(maxsize=STREAM_MAX_BUFFERED)
         pending: set[asyncio.Task[None]] = set()
         slots = asyncio.Semaphore(STREAM_MAX_IN_FLIGHT)
+        budget = self.server.request_bytes
 
         async def one(message: Any) -> None:
+            # A request's bytes stay taken from the budget until its last answer has gone to
+            # the client, not just into ``results``: a client that stops reading would
+            # otherwise have answers pile up here outside the budget. Its marker follows its
+            # answers, and the writer below gives the bytes back when it reaches it.
+            counted = _Counted()
             try:
-                async for answer in self._stream_answers(message):
+                async for answer in self._stream_answers(message, counted):
                     await results.put(answer)
+                if counted.nbytes:
+                    await results.put(counted)
+                    counted.handed_over = True
             finally:
                 slots.release()
+                if counted.nbytes and not counted.handed_over:
+                    budget.give_back(counted.nbytes)
 
         async def read() -> None:
             async for message in request_iterator:
@@ -183,23 +207,30 @@ class InferenceService(service_pb2_grpc.GRPCInferenceServiceServicer):  # type: 
         reader = asyncio.create_task(read())
         try:
             while (item := await results.get()) is not None:
-                yield item
+                if type(item) is _Counted:
+                    budget.give_back(item.nbytes)
+                else:
+                    yield item
         finally:
             reader.cancel()
             for task in list(pending):
-                task.cancel()
+                task.cancel()  # NOTE: one not yet past its marker's put gives its bytes back
+            while not results.empty():  # markers already put: their answers will never go
+                item = results.get_nowait()
+                if type(item) is _Counted:
+                    budget.give_back(item.nbytes)
 
-    async def _stream_answers(self, message: Any) -> AsyncIterator[Any]:
+    async def _stream_answers(self, message: Any, counted: _Counted) -> AsyncIterator[Any]:
         """Every answer to one streamed request: a decoupled model's responses in order, each
         marked ``triton_final_response``; a flag-only final one only when the request asked for
-        it (``triton_enable_empty_final_response``); errors in-band, the stream staying open."""
+        it (``triton_enable_empty_final_response``); errors in-band, the stream staying open.
+        The request bytes it takes from the budget are left in ``counted`` for the caller to
+        give back."""
         param = message.parameters.get(EMPTY_FINAL_PARAMETER)
         empty_final = param is not None and param.bool_param
-        budget = self.server.request_bytes
-        taken = 0
         try:
             infer_request = decode_infer_request(message)
-            taken = budget.take_inputs(infer_request.inputs)
+            counted.nbytes = self.server.request_bytes.take_inputs(infer_request.inputs)
             async for response, final in self.server.infer_stream(infer_request):
                 if response is None and not (final and empty_final):
                     continue
@@ -209,9 +240,6 @@ class InferenceService(service_pb2_grpc.GRPCInferenceServiceServicer):  # type: 
         except Exception as exc:  # noqa: BLE001 - the stream stays open after a failed request
             incident = report_incident(exc, logger=logger, where="in a streamed request")
             yield _stream_response(message, incident, True)
-        finally:
-            if taken:
-                budget.give_back(taken)
 
     async def ModelStatistics(self, request: Any, context: Any) -> Any:
         async def body() -> Any:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import dataclasses
 import gzip
 import http.client
 import json
@@ -22,6 +23,8 @@ import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
+from h2 import events as h2_events
+from tritonclient.grpc import service_pb2
 from tritonclient.utils import InferenceServerException
 
 from repository import demo_models as dm
@@ -31,7 +34,7 @@ from serving.protocol.grpc import http2_wire as wire
 from serving.protocol.grpc.arriving import ArrivingMessages
 from serving.settings import ServingSettings, settings_from_env
 from tests.serving.harness import HTTP_WORKERS, identity_input, serving
-from tests.serving.protocol.h2_client import RawGrpc, grpc_message
+from tests.serving.protocol.h2_client import Answer, RawGrpc, grpc_message
 from tests.serving.protocol.test_admission import serve_gated
 
 pytestmark = pytest.mark.embedded
@@ -41,6 +44,7 @@ MAX_REQUEST_BYTES = 4 * MiB
 BUDGET = 8 * MiB
 LARGE = 3 * MiB // 4  # FP32 elements of a 3 MiB tensor: two fit the budget, a third does not
 INFER = "/inference.GRPCInferenceService/ModelInfer"
+STREAM = "/inference.GRPCInferenceService/ModelStreamInfer"
 
 
 @pytest.fixture(scope="module", params=HTTP_WORKERS, ids=("in-process", "frontends"))
@@ -120,53 +124,59 @@ def test_requests_past_the_budget_are_refused_until_the_held_ones_are_answered(
     assert budget.held == 0 and budget.refused == 7
 
 
-@pytest.mark.parametrize("transport", ["h2corn", "h2"])
-def test_a_unary_grpc_message_counts_from_its_length_prefix(transport: str, tmp_path: Path) -> None:
+@pytest.fixture(params=["h2corn", "h2"])
+def identity_server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ServingProcess]:
+    """``identity`` served in-process with the budget, its gRPC port on each transport that
+    reads gRPC's framing itself."""
+    dm.write_onnx_identity(tmp_path, "identity", dims=(-1,), max_batch_size=8)
+    with serving(tmp_path, grpc_transport=request.param, max_request_bytes=MAX_REQUEST_BYTES,
+                 max_in_flight_request_bytes=BUDGET) as server:  # fmt: skip
+        yield server
+
+
+def test_a_unary_grpc_message_counts_from_its_length_prefix(
+    identity_server: ServingProcess,
+) -> None:
     """A message arriving in pieces takes its declared length from the budget as soon as its
     prefix is in, so past the budget a unary call is refused before its client sends the rest;
     a stream's message is still counted once decoded (refused in-band, the stream going on)."""
-    dm.write_onnx_identity(tmp_path, "identity", dims=(-1,), max_batch_size=8)
-    with serving(tmp_path, grpc_transport=transport, max_request_bytes=MAX_REQUEST_BYTES,
-                 max_in_flight_request_bytes=BUDGET) as server:  # fmt: skip
-        assert server.server is not None
-        budget = server.server.request_bytes
-        host, port = server.grpc_url.rsplit(":", 1)
-        declared = 3 * MiB  # two such messages fit the budget, a third does not
-        start = grpc_message(bytes(declared))[: 16 * 1024]  # its prefix and the first bytes
-        large, small = np.ones((1, LARGE), dtype=np.float32), np.ones((1, 4), dtype=np.float32)
-        with RawGrpc(host, int(port)) as raw:
-            arriving = [raw.open(INFER), raw.open(INFER)]
-            for sid in arriving:
-                raw.send(sid, start)
-            _wait_for(lambda: budget.held == 2 * declared, "two arriving messages counted")
+    server = identity_server
+    assert server.server is not None
+    budget = server.server.request_bytes
+    host, port = server.grpc_url.rsplit(":", 1)
+    declared = 3 * MiB  # two such messages fit the budget, a third does not
+    start = grpc_message(bytes(declared))[: 16 * 1024]  # its prefix and the first bytes
+    large, small = np.ones((1, LARGE), dtype=np.float32), np.ones((1, 4), dtype=np.float32)
+    with RawGrpc(host, int(port)) as raw:
+        arriving = [raw.open(INFER), raw.open(INFER)]
+        for sid in arriving:
+            raw.send(sid, start)
+        _wait_for(lambda: budget.held == 2 * declared, "two arriving messages counted")
 
-            refused = raw.open(INFER)
-            raw.send(refused, start)  # and never the rest
-            answer = raw.wait(refused)
-            assert answer.grpc_status == 14, answer  # UNAVAILABLE
-            assert (
-                "overloaded" in answer.grpc_message
-                and f"past {BUDGET} bytes" in answer.grpc_message
+        refused = raw.open(INFER)
+        raw.send(refused, start)  # and never the rest
+        answer = raw.wait(refused)
+        assert answer.grpc_status == 14, answer  # UNAVAILABLE
+        assert "overloaded" in answer.grpc_message and f"past {BUDGET} bytes" in answer.grpc_message
+        assert budget.held == 2 * declared
+        # One budget for both protocols: HTTP sees the arriving messages too.
+        assert _post(server, large)[0] == 503
+        with grpcclient.InferenceServerClient(server.grpc_url) as grpc:
+            with pytest.raises(InferenceServerException, match="overloaded") as info:
+                grpc.infer("identity", [_grpc_input(large)])
+            assert info.value.status() == "StatusCode.UNAVAILABLE"
+            _assert_a_stream_refuses_in_band(grpc, large, small)
+            np.testing.assert_array_equal(
+                grpc.infer("identity", [_grpc_input(small)]).as_numpy("OUTPUT0"), small
             )
-            assert budget.held == 2 * declared
-            # One budget for both protocols: HTTP sees the arriving messages too.
-            assert _post(server, large)[0] == 503
-            with grpcclient.InferenceServerClient(server.grpc_url) as grpc:
-                with pytest.raises(InferenceServerException, match="overloaded") as info:
-                    grpc.infer("identity", [_grpc_input(large)])
-                assert info.value.status() == "StatusCode.UNAVAILABLE"
-                _assert_a_stream_refuses_in_band(grpc, large, small)
-                np.testing.assert_array_equal(
-                    grpc.infer("identity", [_grpc_input(small)]).as_numpy("OUTPUT0"), small
-                )
 
-            raw.reset(arriving[0])  # a call that ends gives its share back
-            _wait_for(lambda: budget.held == declared, "the reset call's share back")
-            with grpcclient.InferenceServerClient(server.grpc_url) as grpc:
-                answered = grpc.infer("identity", [_grpc_input(large)]).as_numpy("OUTPUT0")
-                np.testing.assert_array_equal(answered, large)
-        _wait_for(lambda: budget.held == 0, "the budget back once the client left")
-        assert budget.refused == 4 == _metrics(server)["portico_request_bytes_refused_total"]
+        raw.reset(arriving[0])  # a call that ends gives its share back
+        _wait_for(lambda: budget.held == declared, "the reset call's share back")
+        with grpcclient.InferenceServerClient(server.grpc_url) as grpc:
+            answered = grpc.infer("identity", [_grpc_input(large)]).as_numpy("OUTPUT0")
+            np.testing.assert_array_equal(answered, large)
+    _wait_for(lambda: budget.held == 0, "the budget back once the client left")
+    assert budget.refused == 4 == _metrics(server)["portico_request_bytes_refused_total"]
 
 
 def test_an_arriving_messages_share_follows_its_length_prefix() -> None:
@@ -334,3 +344,75 @@ def _metrics(server: ServingProcess) -> dict[str, float]:
             name, value = line.rsplit(" ", 1)
             values[name] = float(value)
     return values
+
+
+def test_a_streamed_requests_bytes_stay_counted_until_its_answer_goes(
+    identity_server: ServingProcess,
+) -> None:
+    """A stream whose client stops reading keeps its requests counted while their answers wait
+    for it, so the budget bounds what such a stream holds: later requests are refused in-band,
+    and everything is given back once the client reads."""
+    server = identity_server
+    assert server.server is not None
+    budget = server.server.request_bytes
+    host, port = server.grpc_url.rsplit(":", 1)
+    x = np.arange(MiB // 4, dtype=np.float32)  # 1 MiB: seven or so fit the budget
+    request = service_pb2.ModelInferRequest(model_name="identity")
+    request.inputs.add(name="INPUT0", datatype="FP32", shape=[1, x.size])
+    request.raw_input_contents.append(x.tobytes())
+    sent = 12
+    with RawGrpc(host, int(port)) as raw:
+        sid = raw.open(STREAM)
+        unread = _send_unread(raw, sid, grpc_message(request.SerializeToString()) * sent)
+        _wait_for(lambda: budget.refused >= 1, "a streamed request refused")
+        time.sleep(0.5)  # NOTE: the held answers stay counted: nothing the server does
+        assert 5 * MiB < budget.held <= BUDGET  # gives them back while the client waits
+        # One budget: an HTTP request larger than what is left of it is refused too.
+        left = BUDGET - budget.held
+        assert _generate(server, [2.0] * (left // 5 + 1000))[0] == 503  # 5 bytes a value
+
+        raw.h2.acknowledge_received_data(unread.acknowledge, sid)
+        raw.send(sid, b"", end=True)
+        answer = raw.wait(sid, timeout_s=60)
+    answers = [service_pb2.ModelStreamInferResponse.FromString(message)
+               for message in Answer(data=unread.data + answer.data).messages()]  # fmt: skip
+    assert answer.grpc_status == 0 and len(answers) == sent
+    refused = [a for a in answers if a.error_message]
+    assert 1 <= len(refused) == budget.refused - 1 <= sent - 5  # and the HTTP request
+    assert all("overloaded" in a.error_message for a in refused)
+    for served in (a for a in answers if not a.error_message):
+        output = np.frombuffer(served.infer_response.raw_output_contents[0], np.float32)
+        np.testing.assert_array_equal(output, x)
+    _wait_for(lambda: budget.held == 0, "the budget back once the answers went")
+
+    with RawGrpc(host, int(port)) as raw:  # a client that resets its stream instead
+        sid = raw.open(STREAM)
+        _send_unread(raw, sid, grpc_message(request.SerializeToString()) * sent)
+        _wait_for(lambda: budget.held > 5 * MiB, "the unread answers counted")
+        raw.reset(sid)
+        _wait_for(lambda: budget.held == 0, "the budget back once the stream ended")
+
+
+@dataclasses.dataclass
+class _Unread:
+    data: bytes = b""  # the server's answer bytes that came while sending
+    acknowledge: int = 0  # their flow-controlled length, not yet given back to the server
+
+
+def _send_unread(raw: RawGrpc, sid: int, payload: bytes) -> _Unread:
+    """``payload`` on stream ``sid`` as the server's windows let it through, reading what the
+    server sends meanwhile (its window updates) but acknowledging none of its answer data: a
+    client that stops reading once its own window is full."""
+    unread, view = _Unread(), memoryview(payload)
+    while view:
+        room = min(raw.h2.local_flow_control_window(sid), raw.h2.max_outbound_frame_size)
+        if room <= 0:
+            for event in raw.h2.receive_data(raw.sock.recv(65536)):
+                if isinstance(event, h2_events.DataReceived) and event.stream_id == sid:
+                    unread.data += event.data
+                    unread.acknowledge += event.flow_controlled_length
+            continue
+        raw.h2.send_data(sid, bytes(view[:room]))
+        raw.sock.sendall(raw.h2.data_to_send())
+        view = view[room:]
+    return unread
