@@ -160,17 +160,23 @@ def _load() -> str:
         return " ".join(loadavg.read().split()[:3])
 
 
-def _median(
-    points: list[Point], server: str, model: str, protocol: str, conc: int, key: str
-) -> float | None:
-    values = [
-        p[key]
+def _measured(
+    points: list[Point], server: str, model: str, protocol: str, conc: int
+) -> list[Point]:
+    """The points that measured ``server`` on ``model`` over ``protocol`` at ``conc``."""
+    return [
+        p
         for p in points
         if (p["server"], p["model"], p["concurrency"]) == (server, model, conc)
         and p["proto"].startswith(protocol)
         and p.get("ok")
-        and key in p
     ]
+
+
+def _median(
+    points: list[Point], server: str, model: str, protocol: str, conc: int, key: str
+) -> float | None:
+    values = [p[key] for p in _measured(points, server, model, protocol, conc) if key in p]
     return statistics.median(values) if values else None
 
 
@@ -180,11 +186,7 @@ def _cell(
     """The median, marked † when a round measured it only at any spread (a busy machine)."""
     value = _median(points, server, model, protocol, conc, key)
     unstable = any(
-        p.get("unstable_at_15pct")
-        for p in points
-        if (p["server"], p["model"], p["concurrency"]) == (server, model, conc)
-        and p["proto"].startswith(protocol)
-        and p.get("ok")
+        p.get("unstable_at_15pct") for p in _measured(points, server, model, protocol, conc)
     )
     return _fmt(value, unit) + (" †" if unstable and value is not None else "")
 
@@ -192,11 +194,8 @@ def _cell(
 def _cpu_per_request_us(points: list[Point], server: str, protocol: str) -> float | None:
     values = [
         p["server_cpu_cores"] / p["infer_per_s"] * 1e6
-        for p in points
-        if (p["server"], p["model"], p["concurrency"]) == (server, "mlp", 32)
-        and p["proto"].startswith(protocol)
-        and p.get("ok")
-        and p.get("infer_per_s")
+        for p in _measured(points, server, "mlp", protocol, 32)
+        if p.get("infer_per_s")
     ]
     return statistics.median(values) if values else None
 
@@ -214,11 +213,8 @@ def _served_over_raw(points: list[Point]) -> list[float]:
     one figure per measurement."""
     return [
         p["infer_per_s"] / p["raw_ort_b1_per_s"]
-        for p in points
-        if (p["server"], p["model"], p["concurrency"]) == (PORTICO, "mlp", 32)
-        and p["proto"].startswith("http")
-        and p.get("ok")
-        and p.get("raw_ort_b1_per_s")
+        for p in _measured(points, PORTICO, "mlp", "http", 32)
+        if p.get("raw_ort_b1_per_s")
     ]
 
 
@@ -241,9 +237,12 @@ def _ratio_with_rounds(a: float | None, b: float | None, per_round: list[float])
     one round. The two can differ: the medians may come from different rounds."""
     cell = _ratio(a, b)
     if len(per_round) > 1 and cell != "—":
-        rounds = ", ".join(f"{r:.2f}" for r in per_round)
-        cell += f" (rounds: {rounds}; median {statistics.median(per_round):.2f})"
+        cell += f" (rounds: {_each(per_round)}; median {statistics.median(per_round):.2f})"
     return cell
+
+
+def _each(values: list[float]) -> str:
+    return ", ".join(f"{value:.2f}" for value in values)
 
 
 def _rounds_cell(values: list[float]) -> str:
@@ -252,7 +251,7 @@ def _rounds_cell(values: list[float]) -> str:
         return "—"
     cell = f"{statistics.median(values):.2f}"
     if len(values) > 1:
-        cell += f" (rounds: {', '.join(f'{v:.2f}' for v in values)})"
+        cell += f" (rounds: {_each(values)})"
     return cell
 
 
