@@ -81,6 +81,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="bytes of inference requests one replica serves at once (HTTP bodies and gRPC "
              "messages together); a request that would pass it gets 503 / UNAVAILABLE "
              "(default 0: no budget; else at least --http-max-input-size)")  # fmt: skip
+    add("--max-unread-response-bytes", type=int,
+        help="bytes of a decoupled model's responses one streamed request may have waiting "
+             "for a client that reads slower than the model sends; past it the request ends "
+             "UNAVAILABLE and the model sees it cancelled (default 64 MiB; 0: none)")  # fmt: skip
     add(
         "--on-demand-max-versions",
         type=int,
@@ -126,8 +130,8 @@ def settings_from_args(options: dict[str, Any]) -> ServingSettings:
             "auto_complete_config", "host", "http_port", "grpc_port", "grpc_workers",
             "grpc_transport", "http_workers", "metrics_port", "strict_readiness", "exit_on_error",
             "max_request_bytes", "exit_timeout_s", "drain_grace_s", "server_id", "cache_dir",
-            "max_in_flight_requests", "max_in_flight_request_bytes", "on_demand_max_versions",
-            "on_demand_idle_s")  # fmt: skip
+            "max_in_flight_requests", "max_in_flight_request_bytes", "max_unread_response_bytes",
+            "on_demand_max_versions", "on_demand_idle_s")  # fmt: skip
     every = (*keys, "http_body_timeout_s", *TLS_KEYS)
     overrides: dict[str, Any] = {key: options.get(key) for key in every}
     for protocol_workers in ("grpc_workers", "http_workers"):

@@ -27,6 +27,8 @@ LOOPBACK = "127.0.0.1"
 ANY_ADDRESS = "0.0.0.0"
 DEFAULT_MAX_REQUEST_BYTES = 64 * 1024 * 1024
 DEFAULT_MAX_IN_FLIGHT_REQUESTS = 1024
+# As much as the largest request by default: what a lagging client may leave one stream holding.
+DEFAULT_MAX_UNREAD_RESPONSE_BYTES = 64 * 1024 * 1024
 PORT_DISABLED = -1
 
 
@@ -88,6 +90,8 @@ class ServingSettings:
     max_in_flight_requests: int = DEFAULT_MAX_IN_FLIGHT_REQUESTS  # per replica; 0: no cap
     # Bytes of the inference requests one replica serves at once (HTTP and gRPC); 0: no budget.
     max_in_flight_request_bytes: int = 0
+    # Response bytes one streamed request may have waiting for its client; 0: no limit.
+    max_unread_response_bytes: int = DEFAULT_MAX_UNREAD_RESPONSE_BYTES
     on_demand_max_versions: int = 2  # registry mode: extra versions per model kept loaded
     on_demand_idle_s: float = 600.0  # registry mode: an unused extra version unloads after this
     backend_config: tuple[str, ...] = ()  # Triton's '<backend>,<setting>=<value>'
@@ -147,6 +151,8 @@ class ServingSettings:
                 f"--max-in-flight-request-bytes: must be 0 (no budget) or at least "
                 f"--http-max-input-size ({self.max_request_bytes})"
             )
+        if self.max_unread_response_bytes < 0:
+            problems.append("--max-unread-response-bytes: must not be negative")
         problems.extend(self._grpc_worker_problems())
         problems.extend(self._http_worker_problems())
         if self.on_demand_max_versions < 0:
@@ -361,6 +367,7 @@ _ENV_FIELDS: dict[str, tuple[str, Callable[[str], object]]] = {
     "SERVING_METRICS_SSL_KEY": ("metrics_ssl_key", Path),
     "SERVING_MAX_IN_FLIGHT_REQUESTS": ("max_in_flight_requests", int),
     "SERVING_MAX_IN_FLIGHT_REQUEST_BYTES": ("max_in_flight_request_bytes", int),
+    "SERVING_MAX_UNREAD_RESPONSE_BYTES": ("max_unread_response_bytes", int),
     "SERVING_ON_DEMAND_MAX_VERSIONS": ("on_demand_max_versions", int),
     "SERVING_ON_DEMAND_IDLE_SECS": ("on_demand_idle_s", float),
 }

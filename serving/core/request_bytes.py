@@ -49,17 +49,17 @@ class RequestBytesBudget:
 
     def take_inputs(self, inputs: Mapping[str, np.ndarray[Any, Any]]) -> int:
         """``take`` for a decoded request's inputs, not counted at all with no budget."""
-        return self.take(input_bytes(inputs)) if self.limit else 0
+        return self.take(tensor_bytes(inputs)) if self.limit else 0
 
     def give_back(self, nbytes: int) -> None:
         self.held -= nbytes
 
 
-def input_bytes(inputs: Mapping[str, np.ndarray[Any, Any]]) -> int:
-    """The bytes a request's decoded inputs hold: a BYTES tensor's elements counted by length
-    (its array holds only references to them)."""
+def tensor_bytes(tensors: Mapping[str, np.ndarray[Any, Any]]) -> int:
+    """The bytes a request's decoded inputs (or a response's outputs) hold: a BYTES tensor's
+    elements counted by length (its array holds only references to them)."""
     total = 0
-    for array in inputs.values():
+    for array in tensors.values():
         if array.dtype == object:
             total += sum(map(len, array.ravel().tolist()))  # NOTE: faster than .flat
         else:

@@ -42,7 +42,7 @@ from serving.core.model_table import (
 )
 from serving.core.request_bytes import RequestBytesBudget
 from serving.core.signature import check_request
-from serving.core.streaming import ResponseStream, StreamItem
+from serving.core.streaming import ResponseStream, StreamItem, UnreadResponses
 from serving.core.types import InferRequest, InferResponse
 from serving.errors import (
     InternalError,
@@ -120,6 +120,8 @@ class InferenceServer:
         self.opening = False
         # Shared by the protocols, which count each inference request they take from a client.
         self.request_bytes = RequestBytesBudget(settings.max_in_flight_request_bytes)
+        # What a streamed request's client may leave unread (every decoupled stream's bound).
+        self.unread_responses = UnreadResponses(settings.max_unread_response_bytes)
         self._instance_factory = instance_factory or default_instance_factory(
             settings, infer_host=self
         )
@@ -245,7 +247,7 @@ class InferenceServer:
         if lv is None or not lv.signature.decoupled:
             yield await self.infer(request), True
             return
-        stream = ResponseStream()
+        stream = ResponseStream(self.unread_responses, request.model_name)
         request.responses = stream
         lv.enter()  # NOTE: a version drains until its streams end, not only their executes
         run = asyncio.ensure_future(self.infer(request))

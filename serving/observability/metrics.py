@@ -304,6 +304,36 @@ def register_admission(registry: CollectorRegistry, budget: BudgetLike) -> None:
     registry.register(AdmissionMetricsCollector(budget))
 
 
+class UnreadLike(Protocol):
+    """What the stream collector reads (``serving.core.streaming.UnreadResponses``)."""
+
+    limit: int
+    ended: int
+
+
+class UnreadResponsesCollector(Collector):
+    """Streamed requests ended because their client left too many responses unread
+    (``--max-unread-response-bytes``). Only while there is a limit."""
+
+    def __init__(self, unread: UnreadLike) -> None:
+        self.unread = unread
+
+    def collect(self) -> Iterable[Metric]:
+        if not self.unread.limit:
+            return
+        yield CounterMetricFamily(
+            "portico_stream_requests_ended_unread",
+            "Streamed requests ended because their client left more than "
+            "--max-unread-response-bytes of responses unread",
+            value=float(self.unread.ended),
+        )
+
+
+def register_unread_responses(registry: CollectorRegistry, unread: UnreadLike) -> None:
+    """Add the counter of streamed requests ended for a lagging client."""
+    registry.register(UnreadResponsesCollector(unread))
+
+
 def render_metrics(server: ServerLike) -> bytes:
     """The per-model metrics alone in Prometheus text format (content type ``CONTENT_TYPE``)."""
     registry = CollectorRegistry(auto_describe=False)

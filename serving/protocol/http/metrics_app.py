@@ -33,6 +33,7 @@ class MetricsApp:
             registry = CollectorRegistry(auto_describe=False)
             metrics.register(registry, self.server)
             metrics.register_admission(registry, self.server.request_bytes)
+            metrics.register_unread_responses(registry, self.server.unread_responses)
             if self.access is not None:
                 metrics.register_access(registry, self.access)
             system_metrics.register(registry)

@@ -1,0 +1,229 @@
+"""A decoupled model that sends faster than its client reads: past ``--max-unread-response-bytes``
+the request ends with UNAVAILABLE after the responses already waiting, the model sees it
+cancelled, and the metrics count it; a client that reads gets every response."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import queue
+import socket
+import textwrap
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import tritonclient.grpc as grpcclient
+from tritonclient.grpc import service_pb2
+
+from repository import demo_models as dm
+from serving.core.streaming import RESPONSE_OVERHEAD_BYTES
+from serving.main import ServingProcess
+from tests.serving.harness import serving
+from tests.serving.protocol.h2_client import Answer, RawGrpc, grpc_message
+
+pytestmark = [pytest.mark.embedded, pytest.mark.timeout(180)]
+
+KiB = 1024
+LIMIT = 2 * KiB * KiB
+RESPONSE_BYTES = 64 * KiB  # each response's OUT: 16,384 INT32 values
+MOST = 2000  # responses the model sends at most (125 MiB): far past the limit
+STREAM = "/inference.GRPCInferenceService/ModelStreamInfer"
+
+# IN = [n] streams n responses OUT = [i] * 16384 from a thread, as fast as it can, until the
+# client goes away or it has sent them all; a request with the parameter "report" and IN = [n]
+# waits for the run of n to end and answers [responses sent, whether it saw its request
+# cancelled] (each test floods a different n: the warm-up at load floods n = 0).
+FLOOD = textwrap.dedent("""\
+    import json
+    import threading
+    import numpy as np
+    import triton_python_backend_utils as pb_utils
+
+    FINAL = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
+
+
+    class TritonPythonModel:
+        def initialize(self, args):
+            self.finished = threading.Condition()
+            self.outcomes = {}  # n: [responses sent, whether it saw its request cancelled]
+
+        def flood(self, sender, n):
+            sent = 0
+            while sent < n and not sender.is_cancelled():
+                out = pb_utils.Tensor("OUT", np.full(16384, sent, dtype=np.int32))
+                sender.send(pb_utils.InferenceResponse([out]))
+                sent += 1
+            with self.finished:
+                self.outcomes[n] = [sent, int(sender.is_cancelled())]
+                self.finished.notify_all()
+            sender.send(flags=FINAL)
+
+        def execute(self, requests):
+            for request in requests:
+                sender = request.get_response_sender()
+                n = int(pb_utils.get_input_tensor_by_name(request, "IN").as_numpy()[0])
+                # NOTE: both from a thread: execute returns at once, so a report that comes
+                # before its flood does not hold the one instance the flood needs.
+                report = json.loads(request.parameters()).get("report")
+                work = self.report if report else self.flood
+                threading.Thread(target=work, args=(sender, n)).start()
+            return None
+
+        def report(self, sender, n):
+            with self.finished:
+                self.finished.wait_for(lambda: n in self.outcomes, 60)
+            out = pb_utils.Tensor("OUT", np.array(self.outcomes.get(n, []), np.int32))
+            sender.send(pb_utils.InferenceResponse([out]), flags=FINAL)
+""")
+
+FLOOD_CONFIG = """
+backend: "python" max_batch_size: 0
+input { name: "IN" data_type: TYPE_INT32 dims: [1] }
+output { name: "OUT" data_type: TYPE_INT32 dims: [-1] }
+instance_group { kind: KIND_CPU }
+model_transaction_policy { decoupled: true }
+"""
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServingProcess]:
+    repo: Path = tmp_path_factory.mktemp("unread")
+    dm.write_python_model(repo, "flood", FLOOD, FLOOD_CONFIG)
+    with serving(repo, max_unread_response_bytes=LIMIT) as process:
+        yield process
+
+
+def flood_request(n: int, **parameters: bool) -> bytes:
+    request = service_pb2.ModelInferRequest(model_name="flood", id=f"flood-{n}")
+    request.inputs.add(name="IN", datatype="INT32", shape=[1])
+    request.raw_input_contents.append(np.array([n], dtype=np.int32).tobytes())
+    for key, value in parameters.items():
+        request.parameters[key].bool_param = value
+    return grpc_message(request.SerializeToString())
+
+
+def report(server: ServingProcess, n: int) -> list[int]:
+    """[responses the flood of ``n`` sent, whether it saw its request cancelled]."""
+    answers: queue.SimpleQueue[Any] = queue.SimpleQueue()
+    with grpcclient.InferenceServerClient(server.grpc_url) as client:
+        client.start_stream(callback=lambda result, error: answers.put((result, error)))
+        tensor = grpcclient.InferInput("IN", [1], "INT32")
+        tensor.set_data_from_numpy(np.array([n], dtype=np.int32))
+        client.async_stream_infer("flood", [tensor], parameters={"report": True})
+        result, error = answers.get(timeout=90)
+        client.stop_stream()
+    assert error is None, error
+    return list(result.as_numpy("OUT").tolist())
+
+
+def ended_unread(server: ServingProcess) -> float:
+    url = f"http://127.0.0.1:{server.ports.metrics}/metrics"
+    with urllib.request.urlopen(url) as response:
+        for line in response.read().decode().splitlines():
+            if line.startswith("portico_stream_requests_ended_unread_total "):
+                return float(line.split()[1])
+    raise AssertionError("no portico_stream_requests_ended_unread_total in the metrics")
+
+
+def test_a_client_that_stops_reading_ends_its_request_and_the_model_stops(
+    server: ServingProcess,
+) -> None:
+    assert server.server is not None
+    before = ended_unread(server)
+    host, port = server.grpc_url.rsplit(":", 1)
+    with RawGrpc(host, int(port)) as raw:  # reads nothing until the model has stopped
+        sid = raw.open(STREAM)
+        raw.send(sid, flood_request(MOST))
+        sent, cancelled = report(server, MOST)
+        assert cancelled == 1
+        # What the limit lets wait, the stream's own queue of answers, what HTTP/2 lets through
+        # before the client's window is full, and what the model sent before it saw the cancel.
+        assert sent < MOST // 4
+        raw.send(sid, b"", end=True)
+        answer = raw.wait(sid, timeout_s=60)
+    assert answer.grpc_status == 0  # the stream itself ends well: the error is in-band
+    messages = [service_pb2.ModelStreamInferResponse.FromString(message)
+                for message in Answer(data=answer.data).messages()]  # fmt: skip
+    *responses, last = messages
+    assert "model 'flood' did not read its responses" in last.error_message
+    assert f"the limit of {LIMIT} (--max-unread-response-bytes)" in last.error_message
+    # Every response that waited arrives, in order, before the error.
+    values = [np.frombuffer(r.infer_response.raw_output_contents[0], np.int32)[0]
+              for r in responses]  # fmt: skip
+    assert values == list(range(len(responses)))
+    assert LIMIT // (RESPONSE_BYTES + RESPONSE_OVERHEAD_BYTES) <= len(responses) <= sent
+    assert ended_unread(server) == before + 1
+
+
+def test_a_generate_stream_client_that_stops_reading_gets_the_error_as_its_last_event(
+    server: ServingProcess,
+) -> None:
+    before = ended_unread(server)
+    host, port = server.http_url.rsplit(":", 1)
+    connection = http.client.HTTPConnection(host, int(port), timeout=60)
+    connection.connect()
+    assert connection.sock is not None  # NOTE: a small receive buffer: the kernel holds less
+    connection.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * KiB)
+    n = MOST + 1
+    connection.request("POST", "/v2/models/flood/generate_stream", json.dumps({"IN": n}))
+    sent, cancelled = report(server, n)  # meanwhile this client reads nothing
+    assert cancelled == 1 and sent < n // 4
+    response = connection.getresponse()
+    assert response.status == 200
+    events = [json.loads(event.removeprefix("data: "))
+              for event in response.read().decode().split("\n\n") if event]  # fmt: skip
+    connection.close()
+    *responses, last = events
+    assert "did not read its responses" in last["error"]
+    assert [event["OUT"][0] for event in responses] == list(range(len(responses)))
+    assert ended_unread(server) == before + 1
+
+
+def test_a_generate_stream_client_that_stops_reading_and_leaves_frees_its_request(
+    server: ServingProcess,
+) -> None:
+    """Its answer waits for room (behind front-ends, the relay's window is full) until the
+    client leaves; then the request ends and the model version holds nothing of it."""
+    assert server.server is not None
+    version = server.server.resolve("flood", None)
+    host, port = server.http_url.rsplit(":", 1)
+    n = MOST + 2
+    with socket.create_connection((host, int(port)), timeout=60) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * KiB)
+        body = json.dumps({"IN": n}).encode()
+        sock.sendall(b"POST /v2/models/flood/generate_stream HTTP/1.1\r\nHost: portico\r\n"
+                     b"Content-Length: %d\r\n\r\n%s" % (len(body), body))  # fmt: skip
+        assert report(server, n)[1] == 1
+        assert version.in_flight == 1  # the error event still waits for the client
+    deadline = time.monotonic() + 30
+    while version.in_flight and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert version.in_flight == 0
+
+
+def test_a_client_that_reads_gets_every_response_past_the_limit(server: ServingProcess) -> None:
+    n = 200  # 12.5 MiB in all, six times the limit
+    before = ended_unread(server)
+    answers: queue.SimpleQueue[Any] = queue.SimpleQueue()
+    with grpcclient.InferenceServerClient(server.grpc_url) as client:
+        client.start_stream(callback=lambda result, error: answers.put((result, error)))
+        tensor = grpcclient.InferInput("IN", [1], "INT32")
+        tensor.set_data_from_numpy(np.array([n], dtype=np.int32))
+        client.async_stream_infer("flood", [tensor], enable_empty_final_response=True)
+        values = []
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            result, error = answers.get(timeout=60)
+            assert error is None, error
+            if result.get_response().parameters["triton_final_response"].bool_param:
+                break
+            values.append(int(result.as_numpy("OUT")[0]))
+        client.stop_stream()
+    assert values == list(range(n))
+    assert report(server, n) == [n, 0]
+    assert ended_unread(server) == before
