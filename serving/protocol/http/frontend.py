@@ -186,6 +186,8 @@ async def _answer(
                 await send({"type": "http.response.body", "body": payload, "more_body": more})
                 if not more:
                     return
+                if relay.connected:  # the client took it: the server may send one more
+                    relay.send(wire.frame(call, wire.DELIVERED))
             elif kind == _LOST:
                 await _server_lost(send, started)
                 return

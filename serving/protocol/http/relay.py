@@ -5,7 +5,8 @@ Each ``REQUEST`` frame becomes an ASGI ``http`` scope whose ``receive`` hands ov
 pieces came (nearly always in that one frame), then waits for the client to go away (a
 ``DISCONNECT`` frame, or the front-end's socket closing), which the request's
 ``DisconnectWatch`` also passes on to ``until_disconnect``; ``send`` turns the answer into a
-``START`` frame and ``BODY``/``END`` frames (``relay_wire``).
+``START`` frame and ``BODY``/``END`` frames (``relay_wire``), a ``BODY`` waiting while
+``STREAM_WINDOW`` of them are not yet ``DELIVERED`` to the client.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ class RelayedRequest:
 
     __slots__ = (
         "call", "_chunks", "_arrived", "_gone", "_send_frame", "_started", "_finished", "_watch",
+        "_undelivered", "_room",
     )  # fmt: skip
 
     def __init__(
@@ -52,6 +54,8 @@ class RelayedRequest:
         self._gone = False
         self._send_frame = send_frame
         self._started = self._finished = False
+        self._undelivered = 0  # BODY pieces sent that the front-end has not passed on yet
+        self._room: asyncio.Event | None = None  # made only for a stream that fills its window
 
     def add_body(self, chunk: memoryview, *, more_body: bool) -> None:
         self._chunks.append((chunk, more_body))
@@ -61,6 +65,14 @@ class RelayedRequest:
         self._gone = True
         self._arrived.set()
         self._watch.lost()
+        if self._room is not None:
+            self._room.set()  # a ``send`` waiting for room finds nobody left to read
+
+    def delivered(self) -> None:
+        """The front-end passed one ``BODY`` piece on to its client."""
+        self._undelivered -= 1
+        if self._room is not None:
+            self._room.set()
 
     async def receive(self) -> Message:
         while True:
@@ -82,9 +94,23 @@ class RelayedRequest:
             self._send_frame(wire.frame(self.call, wire.START, start))
         elif kind == "http.response.body":
             more = bool(message.get("more_body"))
+            if more and not await self._room_for_a_piece():
+                return
             self._finished = not more
             body = message.get("body") or b""
             self._send_frame(wire.frame(self.call, wire.BODY if more else wire.END, body))
+
+    async def _room_for_a_piece(self) -> bool:
+        """Wait while the window is full (the client is not reading); False once it left."""
+        while self._undelivered >= wire.STREAM_WINDOW and not self._gone:
+            if self._room is None:
+                self._room = asyncio.Event()
+            self._room.clear()
+            await self._room.wait()
+        if self._gone:
+            return False
+        self._undelivered += 1
+        return True
 
     def finish(self) -> None:
         """After the app returned: an answer it left unfinished ends here, so the front-end's
@@ -140,6 +166,10 @@ class HttpRelayConnection(asyncio.Protocol):
             running = self._requests.get(call)
             if running is not None:  # one the app already answered takes no more body
                 running[1].add_body(memoryview(payload), more_body=kind == wire.REQUEST_BODY)
+        elif kind == wire.DELIVERED:
+            running = self._requests.get(call)
+            if running is not None:
+                running[1].delivered()
         elif kind == wire.DISCONNECT:
             running = self._requests.get(call)
             if running is not None:

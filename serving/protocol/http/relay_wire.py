@@ -3,13 +3,16 @@ frames of ``serving.protocol.relay_frames`` (``call`` numbers the requests a fro
 flight).
 
 Front-end to server: ``REQUEST`` (a request's head and the body as far as it came with the head:
-nearly always all of it), then, for a body that came in pieces, ``REQUEST_BODY`` (a piece, more
-to follow) and ``REQUEST_END`` (the last piece); ``DISCONNECT`` (the client went away) and
-``READY`` (call 0: the front-end listens). The body is relayed as it arrives, not gathered first,
-so the serving process refuses a request (a token, the in-flight cap, the size cap) before its
-body is read, as in-process; a client's slow body is timed out by the front-end (the same
-``connection`` protocol). Server to front-end: ``START`` (status and headers), ``BODY`` (a
-piece of the response body, more to follow: a stream), ``END`` (the last piece).
+nearly always all of it), then, for a body that came in pieces, ``REQUEST_BODY`` (a piece, more to
+follow) and ``REQUEST_END`` (the last piece); ``DISCONNECT`` (the client went away), ``DELIVERED``
+(one ``BODY`` piece went on to the client) and ``READY`` (call 0: the front-end listens). The body
+is relayed as it arrives, not gathered first, so the serving process refuses a request (a token,
+the in-flight cap, the size cap) before its body is read, as in-process; a client's slow body is
+timed out by the front-end (the same ``connection`` protocol). Server to front-end: ``START``
+(status and headers), ``BODY`` (a piece of the response body, more to follow: a stream), ``END``
+(the last piece). At most ``STREAM_WINDOW`` ``BODY`` pieces of one answer are sent and not yet
+delivered, so a streamed answer (``generate_stream``) waits for its client as in-process; without
+it, a client that stops reading would have every piece the model sends pile up in its front-end.
 
 Heads are ``marshal``-encoded tuples of str, bytes and int: both ends are this code base, and a
 client's bytes only ever become str/bytes values inside them.
@@ -28,12 +31,14 @@ from serving.protocol.relay_frames import (
     unary_payload,
 )
 
-REQUEST, REQUEST_BODY, REQUEST_END, DISCONNECT, READY, START, BODY, END = range(1, 9)
+REQUEST, REQUEST_BODY, REQUEST_END, DISCONNECT, READY, START, BODY, END, DELIVERED = range(1, 10)
+STREAM_WINDOW = 64
 
 Headers = tuple[tuple[bytes, bytes], ...]
 
 __all__ = [
-    "BODY", "DISCONNECT", "END", "READY", "REQUEST", "REQUEST_BODY", "REQUEST_END", "START",
+    "BODY", "DELIVERED", "DISCONNECT", "END", "READY", "REQUEST", "REQUEST_BODY", "REQUEST_END",
+    "START", "STREAM_WINDOW",
     "FrameReader", "FrameWriter",
     "Headers", "RequestHead", "decode_head", "decode_start", "encode_head", "encode_start",
     "frame", "split_unary", "unary_payload",

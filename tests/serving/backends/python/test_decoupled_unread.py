@@ -90,11 +90,19 @@ model_transaction_policy { decoupled: true }
 """
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServingProcess]:
+@pytest.fixture(
+    scope="module",
+    params=[{}, {"grpc_workers": 1, "http_workers": 1}],
+    ids=["in-process", "behind-front-ends"],
+)
+def server(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ServingProcess]:
+    """The limit lives in the serving process: front-ends pass a stream's answers on only as
+    their client takes them, so it holds behind them too."""
     repo: Path = tmp_path_factory.mktemp("unread")
     dm.write_python_model(repo, "flood", FLOOD, FLOOD_CONFIG)
-    with serving(repo, max_unread_response_bytes=LIMIT) as process:
+    with serving(repo, max_unread_response_bytes=LIMIT, **request.param) as process:
         yield process
 
 
