@@ -83,8 +83,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
              "(default 0: no budget; else at least --http-max-input-size)")  # fmt: skip
     add("--max-unread-response-bytes", type=int,
         help="bytes of a decoupled model's responses one streamed request may have waiting "
-             "for a client that reads slower than the model sends; past it the request ends "
-             "UNAVAILABLE and the model sees it cancelled (default 64 MiB; 0: none)")  # fmt: skip
+             "for a client that reads slower than the model sends; past it the model's sends "
+             "wait until the client has read half (default 64 MiB; 0: no limit)")  # fmt: skip
+    add("--unread-response-timeout-secs", dest="unread_response_timeout_s", type=float,
+        help="a stream held back by --max-unread-response-bytes this long (its client read "
+             "less than half) ends UNAVAILABLE; the model sees it cancelled "
+             "(default 60)")  # fmt: skip
     add(
         "--on-demand-max-versions",
         type=int,
@@ -132,7 +136,7 @@ def settings_from_args(options: dict[str, Any]) -> ServingSettings:
             "max_request_bytes", "exit_timeout_s", "drain_grace_s", "server_id", "cache_dir",
             "max_in_flight_requests", "max_in_flight_request_bytes", "max_unread_response_bytes",
             "on_demand_max_versions", "on_demand_idle_s")  # fmt: skip
-    every = (*keys, "http_body_timeout_s", *TLS_KEYS)
+    every = (*keys, "http_body_timeout_s", "unread_response_timeout_s", *TLS_KEYS)
     overrides: dict[str, Any] = {key: options.get(key) for key in every}
     for protocol_workers in ("grpc_workers", "http_workers"):
         if overrides[protocol_workers] is None:

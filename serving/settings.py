@@ -90,8 +90,10 @@ class ServingSettings:
     max_in_flight_requests: int = DEFAULT_MAX_IN_FLIGHT_REQUESTS  # per replica; 0: no cap
     # Bytes of the inference requests one replica serves at once (HTTP and gRPC); 0: no budget.
     max_in_flight_request_bytes: int = 0
-    # Response bytes one streamed request may have waiting for its client; 0: no limit.
+    # Response bytes one streamed request may have waiting for its client before the model is
+    # held back; 0: no limit. A stream held back for the timeout ends.
     max_unread_response_bytes: int = DEFAULT_MAX_UNREAD_RESPONSE_BYTES
+    unread_response_timeout_s: float = 60.0  # nginx's send_timeout
     on_demand_max_versions: int = 2  # registry mode: extra versions per model kept loaded
     on_demand_idle_s: float = 600.0  # registry mode: an unused extra version unloads after this
     backend_config: tuple[str, ...] = ()  # Triton's '<backend>,<setting>=<value>'
@@ -153,6 +155,8 @@ class ServingSettings:
             )
         if self.max_unread_response_bytes < 0:
             problems.append("--max-unread-response-bytes: must not be negative")
+        if self.unread_response_timeout_s <= 0:
+            problems.append("--unread-response-timeout-secs: must be positive")
         problems.extend(self._grpc_worker_problems())
         problems.extend(self._http_worker_problems())
         if self.on_demand_max_versions < 0:
@@ -368,6 +372,7 @@ _ENV_FIELDS: dict[str, tuple[str, Callable[[str], object]]] = {
     "SERVING_MAX_IN_FLIGHT_REQUESTS": ("max_in_flight_requests", int),
     "SERVING_MAX_IN_FLIGHT_REQUEST_BYTES": ("max_in_flight_request_bytes", int),
     "SERVING_MAX_UNREAD_RESPONSE_BYTES": ("max_unread_response_bytes", int),
+    "SERVING_UNREAD_RESPONSE_TIMEOUT_SECS": ("unread_response_timeout_s", float),
     "SERVING_ON_DEMAND_MAX_VERSIONS": ("on_demand_max_versions", int),
     "SERVING_ON_DEMAND_IDLE_SECS": ("on_demand_idle_s", float),
 }

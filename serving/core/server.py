@@ -121,7 +121,9 @@ class InferenceServer:
         # Shared by the protocols, which count each inference request they take from a client.
         self.request_bytes = RequestBytesBudget(settings.max_in_flight_request_bytes)
         # What a streamed request's client may leave unread (every decoupled stream's bound).
-        self.unread_responses = UnreadResponses(settings.max_unread_response_bytes)
+        self.unread_responses = UnreadResponses(
+            settings.max_unread_response_bytes, settings.unread_response_timeout_s
+        )
         self._instance_factory = instance_factory or default_instance_factory(
             settings, infer_host=self
         )

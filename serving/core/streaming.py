@@ -4,12 +4,17 @@ The server core creates one ``ResponseStream`` per request it streams (``Inferen
 infer_stream``) and hangs it on the request (``InferRequest.responses``); the backend that runs a
 decoupled model puts each response there as the model sends it, the last one marked final.
 
-A model may send faster than its client reads (a client that stops reading is the extreme case),
-and the responses in between wait here. ``UnreadResponses`` bounds them per request
-(``--max-unread-response-bytes``): a response that would take what waits past the limit ends the
-request instead, with an ``UNAVAILABLE`` error after the responses already waiting, and the model
-is told the request was cancelled (``is_cancelled()``), as when the client leaves. Triton lets
-them pile up without bound; here one stream holds at most about the limit, whoever its client is.
+A model may send faster than its client reads, and the responses in between wait here.
+``UnreadResponses`` bounds them per request, as HTTP/2's flow control bounds a gRPC sender:
+past ``--max-unread-response-bytes`` waiting, the stream asks the backend to hold the model's
+sends back (``on_flow(True)``; the Python backend's ``response_sender.send`` then waits), and
+lets them go again once the client has read half of it (``on_flow(False)``). A client that does
+not read that half within ``--unread-response-timeout-secs`` (a held-back sender is a model
+thread, or its whole instance, waiting), or a model that goes on sending to twice the limit,
+ends the request: an ``UNAVAILABLE`` error after the responses already waiting, and the model is
+told the request was cancelled (``is_cancelled()``), as when the client leaves. Triton lets them
+pile up without bound; here one stream holds at most about twice the limit, whoever its client
+is, and holds a model back for at most the timeout at a time.
 """
 
 from __future__ import annotations
@@ -32,13 +37,15 @@ RESPONSE_OVERHEAD_BYTES = 512
 
 
 class UnreadResponses:
-    """The replica's limit on the response bytes one streamed request may have waiting for its
-    client (0: no limit), and how many requests it ended (a counter for the metrics)."""
+    """The replica's bound on the response bytes one streamed request may have waiting for its
+    client (``limit``, 0: none) and on how long a held-back stream may go unread
+    (``timeout_s``), and how many requests it ended (a counter for the metrics)."""
 
-    __slots__ = ("ended", "limit")
+    __slots__ = ("ended", "limit", "timeout_s")
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, timeout_s: float = 60.0) -> None:
         self.limit = limit
+        self.timeout_s = timeout_s
         self.ended = 0
 
 
@@ -54,16 +61,21 @@ class ResponseStream:
         self._unread = unread if unread is not None and unread.limit else None
         self._model_name = model_name
         self.waiting_bytes = 0
+        self.held_back = False  # the model's sends are held back until the client reads
+        self._stall: asyncio.TimerHandle | None = None  # while held back: ends a lagging stream
         self._closed = False  # the final item is queued: nothing after it is read
         self.cancelled = False
-        # Set by the backend running the request: tell the model its client went away.
+        # Set by the backend running the request: tell the model its client went away, and
+        # hold its sends back (True) or let them go (False).
         self.on_cancel: Callable[[], None] | None = None
+        self.on_flow: Callable[[bool], None] | None = None
 
     def cancel(self) -> None:
         """The client stopped reading before the final response (on the loop)."""
         if self.cancelled:
             return
         self.cancelled = True
+        self._disarm()
         if self.on_cancel is not None:
             self.on_cancel()
 
@@ -73,30 +85,63 @@ class ResponseStream:
             self._loop.call_soon_threadsafe(self._offer, item, final)
 
     def _offer(self, item: InferResponse | ServingError | None, final: bool) -> None:
-        """``put`` on the loop: queue the item, or end the request when its client lags."""
+        """``put`` on the loop: queue the item, holding the model back once its client lags."""
         if self._closed:
             return
-        nbytes = 0
-        if self._unread is not None:
+        unread, nbytes = self._unread, 0
+        if unread is not None:
             nbytes = _waiting_size(item)
-            # NOTE: a response is refused only while others wait: alone, it is already in memory
-            # and its client is keeping up, so refusing it would save nothing.
-            if self.waiting_bytes and self.waiting_bytes + nbytes > self._unread.limit:
-                self._end_unread(nbytes)
+            # NOTE: a response is refused only while others wait (alone, it is already in memory
+            # and its client is keeping up, so refusing it would save nothing), and a final item
+            # never is (the model is done: nothing more will come).
+            too_much = self.waiting_bytes + nbytes > 2 * unread.limit
+            if too_much and self.waiting_bytes and not final:
+                self._end(
+                    f"{self.waiting_bytes} bytes were waiting and the next {nbytes} would pass "
+                    f"twice the limit of {unread.limit} (--max-unread-response-bytes)"
+                )
                 return
         self.waiting_bytes += nbytes
         self._closed = final
         self._queue.put_nowait((item, final, nbytes))
+        held = unread is not None and not final and self.waiting_bytes > unread.limit
+        if held and not self.held_back:
+            self._hold_back(True)
 
-    def _end_unread(self, refused_bytes: int) -> None:
+    def _hold_back(self, held: bool) -> None:
+        assert self._unread is not None
+        self.held_back = held
+        if self.on_flow is not None:
+            self.on_flow(held)
+        self._disarm()
+        if held:
+            self._stall = self._loop.call_later(self._unread.timeout_s, self._stalled)
+
+    def _disarm(self) -> None:
+        if self._stall is not None:
+            self._stall.cancel()
+            self._stall = None
+
+    def _stalled(self) -> None:
+        """Held back for the timeout: the client did not read half of what waits."""
+        assert self._unread is not None
+        self._stall = None
+        if self._closed:  # the model has finished: what waits is all it will hold
+            return
+        self._end(
+            f"they waited past the limit of {self._unread.limit} (--max-unread-response-bytes) "
+            f"for {self._unread.timeout_s:g} s (--unread-response-timeout-secs), "
+            f"{self.waiting_bytes} bytes still waiting"
+        )
+
+    def _end(self, why: str) -> None:
+        """End the request for a client that does not read: an error after what waits."""
         assert self._unread is not None
         self._unread.ended += 1
         self._closed = True
         error = UnavailableError(
             f"the client of a streamed request for model '{self._model_name}' did not read its "
-            f"responses: {self.waiting_bytes} bytes were waiting and the next "
-            f"{refused_bytes} would pass the limit of {self._unread.limit} "
-            f"(--max-unread-response-bytes); the request was cancelled"
+            f"responses: {why}; the request was cancelled"
         )
         self._queue.put_nowait((error, True, 0))
         self.cancel()
@@ -106,9 +151,17 @@ class ResponseStream:
         while True:
             item, final, nbytes = await self._queue.get()
             self.waiting_bytes -= nbytes
+            if self.held_back:
+                self._taken_while_held_back()
             yield item, final
             if final:
                 return
+
+    def _taken_while_held_back(self) -> None:
+        assert self._unread is not None
+        # NOTE: once ended the model's sends are dropped, held back or not.
+        if not self.cancelled and self.waiting_bytes <= self._unread.limit // 2:
+            self._hold_back(False)
 
 
 def _waiting_size(item: InferResponse | ServingError | None) -> int:

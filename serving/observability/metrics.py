@@ -312,8 +312,9 @@ class UnreadLike(Protocol):
 
 
 class UnreadResponsesCollector(Collector):
-    """Streamed requests ended because their client left too many responses unread
-    (``--max-unread-response-bytes``). Only while there is a limit."""
+    """Streamed requests ended because their client did not read their responses
+    (``--max-unread-response-bytes``, ``--unread-response-timeout-secs``). Only while there is
+    a limit."""
 
     def __init__(self, unread: UnreadLike) -> None:
         self.unread = unread
@@ -323,8 +324,8 @@ class UnreadResponsesCollector(Collector):
             return
         yield CounterMetricFamily(
             "portico_stream_requests_ended_unread",
-            "Streamed requests ended because their client left more than "
-            "--max-unread-response-bytes of responses unread",
+            "Streamed requests ended because their client did not read their responses "
+            "(--max-unread-response-bytes, --unread-response-timeout-secs)",
             value=float(self.unread.ended),
         )
 

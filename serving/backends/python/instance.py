@@ -34,10 +34,11 @@ from serving.backends.artifacts import model_file
 from serving.backends.base import ExecuteResult, ModelInstance
 from serving.backends.python import launch, shm
 from serving.backends.python.bls import DEFAULT_BLS_TIMEOUT_S, BlsBridge
-from serving.backends.python.channel import ChannelClosed, Tensors
+from serving.backends.python.channel import Tensors
 from serving.backends.python.config_json import config_to_dict
 from serving.backends.python.error_codes import ERROR_CODES
 from serving.backends.python.process import ModelProcess, ProcessGone
+from serving.backends.python.stream_notices import StreamNotices
 from serving.backends.registry import parameter
 from serving.backends.tensors import RequestChecker
 from serving.core.loading import InferHost
@@ -84,6 +85,7 @@ class PythonInstance(ModelInstance):
         self._streams: dict[int, InferRequest] = {}  # open decoupled requests by stream id
         self._streams_lock = threading.Lock()
         self._stream_ids = itertools.count(1)
+        self._notices = StreamNotices(self.placement.name)
         self._generations = itertools.count(1)
         self._child: ModelProcess | None = None
         try:
@@ -125,6 +127,7 @@ class PythonInstance(ModelInstance):
             self._healthy = False
             self._bls.close()
             self._end_streams("was unloaded")
+            self._notices.close()
             if child is not None:
                 with contextlib.suppress(ProcessGone):
                     child.request("finalize", None, FINALIZE_TIMEOUT_S)
@@ -257,16 +260,23 @@ class PythonInstance(ModelInstance):
                 ids.append(stream)
                 if request.responses is not None:
                     request.responses.on_cancel = functools.partial(self._cancel_stream, stream)
+                    request.responses.on_flow = functools.partial(self._flow_stream, stream)
         return ids
 
     def _cancel_stream(self, stream: int) -> None:
         """The client went away (on the loop): drop what follows, tell the model it may stop."""
         with self._streams_lock:
             self._streams.pop(stream, None)
+        self._notify("cancel", stream)
+
+    def _flow_stream(self, stream: int, held_back: bool) -> None:
+        """The client lags (True) or caught up (False): the model's sends wait or go on."""
+        self._notify("flow", (stream, held_back))
+
+    def _notify(self, kind: str, payload: Any) -> None:
         child = self._child
         if child is not None:
-            # NOTE: off the loop: the socket may be busy with a large execute message.
-            threading.Thread(target=_send_quietly, args=(child, stream), daemon=True).start()
+            self._notices.send(child, kind, payload)
 
     def _close_streams(self, ids: list[int]) -> None:
         """Forget streams whose execute failed (the server core ends them with that error)."""
@@ -427,11 +437,6 @@ class PythonInstance(ModelInstance):
         self._inputs.close()
         self._outputs.close()
         shm.unlink_prefixed(self._prefix)
-
-
-def _send_quietly(child: ModelProcess, stream: int) -> None:
-    with contextlib.suppress(ChannelClosed):
-        child.channel.send("cancel", stream)
 
 
 def _model_error(error: tuple[int, str]) -> ServingError:

@@ -49,6 +49,9 @@ class ServerLink:
         # A request's waiter: a future for one response, a queue for a decoupled stream.
         self._waiting: dict[int, Future[Answer] | queue.SimpleQueue[Answer]] = {}
         self._cancelled: set[int] = set()  # streams whose client went away
+        # Streams whose client lags: their responses wait in ``send`` until it catches up.
+        self._held_back: set[int] = set()
+        self._flow = threading.Condition()
 
     def infer(self, request: pb_utils.InferenceRequest) -> Future[Answer]:
         """Send a BLS request; the future resolves to its response (errors included, as Triton)."""
@@ -64,10 +67,18 @@ class ServerLink:
         return _responses(answers)
 
     def send(self, stream: int, response: pb_utils.InferenceResponse | None, flags: int) -> None:
-        """One decoupled response (or only the final flag) for the request ``stream``."""
+        """One decoupled response (or only the final flag) for the request ``stream``; a
+        response waits while the server holds the stream back (its client lags), as a gRPC
+        sender waits for the client's flow-control window."""
         item, tensors = (None, []) if response is None else encode_response(response)
+        if response is not None:
+            with self._flow:
+                self._flow.wait_for(
+                    lambda: stream not in self._held_back or stream in self._cancelled
+                )
         if flags & pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL:
             self._cancelled.discard(stream)
+            self._held_back.discard(stream)
         try:
             self._channel.post(
                 "response", {"stream": stream, "flags": flags, "item": item}, tensors
@@ -79,7 +90,19 @@ class ServerLink:
 
     def cancelled(self, stream: int) -> None:
         """The client of the decoupled request ``stream`` went away (on the reader thread)."""
-        self._cancelled.add(stream)
+        with self._flow:
+            self._cancelled.add(stream)
+            self._flow.notify_all()  # a send held back goes on (the server drops it)
+
+    def hold_back(self, stream: int, held_back: bool) -> None:
+        """The server holds ``stream``'s responses back, or lets them go (on the reader
+        thread)."""
+        with self._flow:
+            if held_back:
+                self._held_back.add(stream)
+            else:
+                self._held_back.discard(stream)
+                self._flow.notify_all()
 
     def is_cancelled(self, stream: int) -> bool:
         return stream in self._cancelled

@@ -130,6 +130,8 @@ class Stub:
             self.link.handle_result(payload, tensors)
         elif kind == "cancel":
             self.link.cancelled(payload)
+        elif kind == "flow":
+            self.link.hold_back(*payload)
         else:
             self.commands.put((kind, payload))
 

@@ -1,6 +1,8 @@
 """A streamed request's responses waiting for its client are bounded
-(``--max-unread-response-bytes``): past the limit the request ends with an error after what
-already waits, and the model is told the request was cancelled. The whole path (a real model, a
+(``--max-unread-response-bytes``): past the limit the model is held back until the client has
+read half of what waits; a client that has not within ``--unread-response-timeout-secs``, or a
+model that goes on to twice the limit, ends the request with an error after what already waits,
+and the model is told the request was cancelled. The whole path (a real model, a
 client that stops reading) is in ``tests/serving/backends/python/test_decoupled_unread.py``."""
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from serving.errors import ErrorCode, ServingError
 from serving.settings import ServingSettings, settings_from_env
 
 KiB = 1024
+ONE = KiB + RESPONSE_OVERHEAD_BYTES  # what one test response counts while it waits
 
 
 def response(value: int, nbytes: int = KiB) -> InferResponse:
@@ -39,32 +42,100 @@ async def read_all(stream: ResponseStream) -> list[StreamItem]:
     return [item async for item in stream.items()]
 
 
-async def test_responses_past_the_limit_end_the_request_after_those_waiting() -> None:
-    unread = UnreadResponses(limit=4 * (KiB + RESPONSE_OVERHEAD_BYTES))
+class Model:
+    """What a backend hears from the stream: hold-backs and cancels, in order."""
+
+    def __init__(self, stream: ResponseStream) -> None:
+        self.heard: list[str] = []
+        stream.on_flow = lambda held: self.heard.append("hold" if held else "go")
+        stream.on_cancel = lambda: self.heard.append("cancel")
+
+
+def assert_ended(item: StreamItem, *phrases: str) -> None:
+    error, final = item
+    assert final and isinstance(error, ServingError) and error.code is ErrorCode.UNAVAILABLE
+    assert "the client of a streamed request for model 'flood' did not read" in error.message
+    for phrase in phrases:
+        assert phrase in error.message
+
+
+async def test_past_the_limit_the_model_is_held_back_until_half_is_read() -> None:
+    unread = UnreadResponses(limit=4 * ONE, timeout_s=60)
     stream = ResponseStream(unread, "flood")
-    cancels: list[bool] = []
-    stream.on_cancel = lambda: cancels.append(True)
-    for value in range(10):
+    model = Model(stream)
+    for value in range(6):  # the fifth passes the limit; a sixth raced the hold-back
+        stream.put(response(value), final=False)
+    await settle()
+    assert model.heard == ["hold"] and stream.held_back
+    assert stream.waiting_bytes == 6 * ONE
+
+    items = stream.items()
+    taken = [await anext(items) for _ in range(3)]
+    assert model.heard == ["hold"]  # 3 waiting: more than half the limit
+    taken.append(await anext(items))
+    assert model.heard == ["hold", "go"] and not stream.held_back  # 2 waiting: half
+    stream.put(None, final=True)
+    await settle()
+    rest = [item async for item in items]
+    values = [item.outputs["OUT"][0] for item, _ in taken + rest[:2]]  # type: ignore[union-attr]
+    assert values == [0, 1, 2, 3, 4, 5] and rest[2] == (None, True)
+    assert unread.ended == 0 and not stream.cancelled
+
+
+async def test_a_model_that_goes_on_to_twice_the_limit_ends_its_request() -> None:
+    unread = UnreadResponses(limit=4 * ONE, timeout_s=60)
+    stream = ResponseStream(unread, "flood")
+    model = Model(stream)
+    for value in range(10):  # ignoring the hold-back: the ninth would pass twice the limit
         stream.put(response(value), final=False)
     stream.put(None, final=True)
     await settle()
-
-    assert stream.waiting_bytes == 4 * (KiB + RESPONSE_OVERHEAD_BYTES)
-    assert cancels == [True] and stream.cancelled  # the model is told at once, not on reading
-    assert unread.ended == 1
+    assert model.heard == ["hold", "cancel"] and unread.ended == 1
     items = await read_all(stream)
-    assert [item.outputs["OUT"][0] for item, _ in items[:4]] == [0, 1, 2, 3]  # type: ignore[union-attr]
-    error, final = items[4]
-    assert len(items) == 5 and final
-    assert isinstance(error, ServingError) and error.code is ErrorCode.UNAVAILABLE
-    assert "model 'flood' did not read its responses" in error.message
-    assert f"limit of {unread.limit} (--max-unread-response-bytes)" in error.message
+    assert [item.outputs["OUT"][0] for item, _ in items[:8]] == list(range(8))  # type: ignore[union-attr]
+    assert len(items) == 9
+    assert_ended(items[8], f"would pass twice the limit of {4 * ONE}")
     assert stream.waiting_bytes == 0
 
 
-async def test_a_client_that_keeps_up_gets_every_response_whatever_the_total() -> None:
+async def test_a_stream_held_back_for_the_timeout_ends() -> None:
+    unread = UnreadResponses(limit=2 * ONE, timeout_s=0.2)
+    stream = ResponseStream(unread, "flood")
+    model = Model(stream)
+    for value in range(3):
+        stream.put(response(value), final=False)
+    await settle()
+    assert model.heard == ["hold"]
+    await asyncio.sleep(0.5)
+    assert model.heard == ["hold", "cancel"] and stream.cancelled and unread.ended == 1
+    items = await read_all(stream)
+    assert len(items) == 4  # every response that waited, then the error
+    assert_ended(items[3], f"they waited past the limit of {2 * ONE} (--max-unread-response-"
+                           "bytes) for 0.2 s (--unread-response-timeout-secs)")  # fmt: skip
+
+
+async def test_a_client_that_reads_half_within_the_timeout_keeps_its_stream() -> None:
+    unread = UnreadResponses(limit=20 * ONE, timeout_s=2)
+    stream = ResponseStream(unread, "flood")
+    model = Model(stream)
+    for value in range(30):  # past the limit, within twice it
+        stream.put(response(value), final=False)
+    stream.put(None, final=True)
+    await settle()
+    assert model.heard == ["hold"]
+    received = []
+    async for item, _ in stream.items():  # one every 10 ms: half of it within 0.2 s
+        if item is not None:
+            received.append(int(item.outputs["OUT"][0]))  # type: ignore[union-attr]
+        await asyncio.sleep(0.01)
+    assert received == list(range(30))
+    assert model.heard == ["hold", "go"] and unread.ended == 0
+
+
+async def test_a_client_that_keeps_up_never_holds_the_model_back() -> None:
     unread = UnreadResponses(limit=2 * KiB)
     stream = ResponseStream(unread, "flood")
+    model = Model(stream)
     received: list[int] = []
 
     async def reader() -> None:
@@ -79,10 +150,10 @@ async def test_a_client_that_keeps_up_gets_every_response_whatever_the_total() -
     stream.put(None, final=True)
     await asyncio.wait_for(task, 5)
     assert received == [value % 256 for value in range(50)]
-    assert unread.ended == 0 and not stream.cancelled
+    assert model.heard == [] and unread.ended == 0
 
 
-async def test_a_response_larger_than_the_limit_goes_when_nothing_else_waits() -> None:
+async def test_a_response_larger_than_twice_the_limit_goes_when_nothing_else_waits() -> None:
     unread = UnreadResponses(limit=KiB)
     stream = ResponseStream(unread, "flood")
     stream.put(response(1, nbytes=64 * KiB), final=True)
@@ -95,59 +166,76 @@ async def test_a_response_larger_than_the_limit_goes_when_nothing_else_waits() -
 async def test_tiny_responses_are_bounded_by_their_count_too() -> None:
     unread = UnreadResponses(limit=100 * RESPONSE_OVERHEAD_BYTES)
     stream = ResponseStream(unread, "tokens")
+    model = Model(stream)
     for value in range(1000):
         stream.put(response(value, nbytes=1), final=False)
     await settle()
-    assert unread.ended == 1
+    assert model.heard == ["hold", "cancel"] and unread.ended == 1
     items = await read_all(stream)
-    assert len(items) == 100  # 99 responses of 513 bytes each, then the error
+    assert len(items) == 200  # 199 responses of 513 bytes each, then the error
     assert isinstance(items[-1][0], ServingError) and items[-1][1]
 
 
 async def test_with_no_limit_everything_waits_and_nothing_is_counted() -> None:
     unread = UnreadResponses(limit=0)
     stream = ResponseStream(unread, "flood")
+    model = Model(stream)
     for value in range(100):
         stream.put(response(value, nbytes=64 * KiB), final=False)
     stream.put(None, final=True)
     await settle()
-    assert stream.waiting_bytes == 0
+    assert stream.waiting_bytes == 0 and model.heard == []
     assert len(await read_all(stream)) == 101 and unread.ended == 0
 
 
-async def test_nothing_after_the_final_item_is_kept() -> None:
-    stream = ResponseStream(UnreadResponses(limit=64 * KiB), "flood")
+async def test_nothing_after_the_final_item_is_kept_and_a_finished_model_is_not_timed() -> None:
+    unread = UnreadResponses(limit=ONE, timeout_s=0.1)
+    stream = ResponseStream(unread, "flood")
+    model = Model(stream)
+    stream.put(response(0), final=False)
+    stream.put(response(1), final=False)  # held back
     stream.put(None, final=True)
-    stream.put(response(1), final=False)  # a late response: never read, so never held
+    stream.put(response(2), final=False)  # a late response: never read, so never held
     await settle()
-    assert stream.waiting_bytes == RESPONSE_OVERHEAD_BYTES  # the final item alone
-    assert await read_all(stream) == [(None, True)]
+    assert stream.waiting_bytes == 2 * ONE + RESPONSE_OVERHEAD_BYTES
+    await asyncio.sleep(0.3)  # the model is done: its client may take its time
+    assert model.heard == ["hold"] and unread.ended == 0
+    assert len(await read_all(stream)) == 3
 
 
 async def test_the_model_is_told_once_when_the_client_also_leaves() -> None:
     stream = ResponseStream(UnreadResponses(limit=KiB), "flood")
-    cancels: list[bool] = []
-    stream.on_cancel = lambda: cancels.append(True)
-    for value in range(3):
+    model = Model(stream)
+    for value in range(5):
         stream.put(response(value), final=False)
     await settle()
     stream.cancel()  # what ``infer_stream`` does when its client goes before the final item
-    assert cancels == [True]
+    assert model.heard == ["hold", "cancel"]
 
 
-def test_the_limit_defaults_to_the_largest_request_and_is_never_negative() -> None:
+def test_the_defaults_and_what_is_refused() -> None:
     settings = ServingSettings(model_repository="/models")
     assert settings.max_unread_response_bytes == settings.max_request_bytes == 64 * KiB * KiB
+    assert settings.unread_response_timeout_s == 60
     with pytest.raises(ValueError, match="--max-unread-response-bytes: must not be negative"):
         ServingSettings(model_repository="/models", max_unread_response_bytes=-1)
+    with pytest.raises(ValueError, match="--unread-response-timeout-secs: must be positive"):
+        ServingSettings(model_repository="/models", unread_response_timeout_s=0)
 
 
-def test_the_limit_comes_from_its_flag_or_its_variable() -> None:
-    env = {"SERVING_MODEL_REPOSITORY": "/models", "SERVING_MAX_UNREAD_RESPONSE_BYTES": "0"}
-    assert settings_from_env(env).max_unread_response_bytes == 0
+def test_the_bounds_come_from_their_flags_or_their_variables() -> None:
+    env = {
+        "SERVING_MODEL_REPOSITORY": "/models",
+        "SERVING_MAX_UNREAD_RESPONSE_BYTES": "0",
+        "SERVING_UNREAD_RESPONSE_TIMEOUT_SECS": "2.5",
+    }
+    from_env = settings_from_env(env)
+    assert from_env.max_unread_response_bytes == 0 and from_env.unread_response_timeout_s == 2.5
     parser = argparse.ArgumentParser()
     add_arguments(parser)
-    options = parser.parse_args(
-        ["--model-repository", "/models", "--max-unread-response-bytes", str(KiB * KiB)]
-    )
-    assert settings_from_args(vars(options)).max_unread_response_bytes == KiB * KiB
+    options = parser.parse_args(["--model-repository", "/models",
+                                 "--max-unread-response-bytes", str(KiB * KiB),
+                                 "--unread-response-timeout-secs", "5"])  # fmt: skip
+    from_args = settings_from_args(vars(options))
+    assert from_args.max_unread_response_bytes == KiB * KiB
+    assert from_args.unread_response_timeout_s == 5

@@ -1,6 +1,8 @@
 """A decoupled model that sends faster than its client reads: past ``--max-unread-response-bytes``
-the request ends with UNAVAILABLE after the responses already waiting, the model sees it
-cancelled, and the metrics count it; a client that reads gets every response."""
+the model's sends wait for the client; a client that has not read half of what waits within
+``--unread-response-timeout-secs`` gets UNAVAILABLE after the responses already waiting, the model
+sees the request cancelled, and the metrics count it; a client that reads slowly gets every
+response."""
 
 from __future__ import annotations
 
@@ -29,18 +31,21 @@ from tests.serving.protocol.h2_client import Answer, RawGrpc, grpc_message
 pytestmark = [pytest.mark.embedded, pytest.mark.timeout(180)]
 
 KiB = 1024
-LIMIT = 2 * KiB * KiB
+LIMIT = 4 * KiB * KiB
 RESPONSE_BYTES = 64 * KiB  # each response's OUT: 16,384 INT32 values
 MOST = 2000  # responses the model sends at most (125 MiB): far past the limit
+TIMEOUT_S = 1.0
 STREAM = "/inference.GRPCInferenceService/ModelStreamInfer"
 
 # IN = [n] streams n responses OUT = [i] * 16384 from a thread, as fast as it can, until the
 # client goes away or it has sent them all; a request with the parameter "report" and IN = [n]
 # waits for the run of n to end and answers [responses sent, whether it saw its request
-# cancelled] (each test floods a different n: the warm-up at load floods n = 0).
+# cancelled, the longest one send took in ms] (each test floods a different n: the warm-up at
+# load floods n = 0).
 FLOOD = textwrap.dedent("""\
     import json
     import threading
+    import time
     import numpy as np
     import triton_python_backend_utils as pb_utils
 
@@ -50,16 +55,18 @@ FLOOD = textwrap.dedent("""\
     class TritonPythonModel:
         def initialize(self, args):
             self.finished = threading.Condition()
-            self.outcomes = {}  # n: [responses sent, whether it saw its request cancelled]
+            self.outcomes = {}  # n: [sent, cancelled, longest send in ms]
 
         def flood(self, sender, n):
-            sent = 0
+            sent = longest = 0
             while sent < n and not sender.is_cancelled():
                 out = pb_utils.Tensor("OUT", np.full(16384, sent, dtype=np.int32))
+                started = time.monotonic()
                 sender.send(pb_utils.InferenceResponse([out]))
+                longest = max(longest, time.monotonic() - started)
                 sent += 1
             with self.finished:
-                self.outcomes[n] = [sent, int(sender.is_cancelled())]
+                self.outcomes[n] = [sent, int(sender.is_cancelled()), int(longest * 1000)]
                 self.finished.notify_all()
             sender.send(flags=FINAL)
 
@@ -102,7 +109,8 @@ def server(
     their client takes them, so it holds behind them too."""
     repo: Path = tmp_path_factory.mktemp("unread")
     dm.write_python_model(repo, "flood", FLOOD, FLOOD_CONFIG)
-    with serving(repo, max_unread_response_bytes=LIMIT, **request.param) as process:
+    bounds = {"max_unread_response_bytes": LIMIT, "unread_response_timeout_s": TIMEOUT_S}
+    with serving(repo, **bounds, **request.param) as process:
         yield process
 
 
@@ -115,7 +123,8 @@ def flood_request(n: int) -> bytes:
 
 
 def report(server: ServingProcess, n: int) -> list[int]:
-    """[responses the flood of ``n`` sent, whether it saw its request cancelled]."""
+    """[responses the flood of ``n`` sent, whether it saw its request cancelled, the longest
+    one send took in ms]."""
     answers: queue.SimpleQueue[Any] = queue.SimpleQueue()
     with grpcclient.InferenceServerClient(server.grpc_url) as client:
         client.start_stream(callback=lambda result, error: answers.put((result, error)))
@@ -145,19 +154,20 @@ def test_a_client_that_stops_reading_ends_its_request_and_the_model_stops(
     with RawGrpc(host, int(port)) as raw:  # reads nothing until the model has stopped
         sid = raw.open(STREAM)
         raw.send(sid, flood_request(MOST))
-        sent, cancelled = report(server, MOST)
+        sent, cancelled, longest_ms = report(server, MOST)
         assert cancelled == 1
         # What the limit lets wait, the stream's own queue of answers, what HTTP/2 lets through
-        # before the client's window is full, and what the model sent before it saw the cancel.
+        # before the client's window is full, and what the model sent before it was held back.
         assert sent < MOST // 2
+        assert longest_ms >= TIMEOUT_S * 1000 / 2  # held back until the timeout ended it
         raw.send(sid, b"", end=True)
         answer = raw.wait(sid, timeout_s=60)
     assert answer.grpc_status == 0  # the stream itself ends well: the error is in-band
     messages = [service_pb2.ModelStreamInferResponse.FromString(message)
                 for message in Answer(data=answer.data).messages()]  # fmt: skip
     *responses, last = messages
-    assert "model 'flood' did not read its responses" in last.error_message
-    assert f"the limit of {LIMIT} (--max-unread-response-bytes)" in last.error_message
+    assert "model 'flood' did not read its responses: they waited past" in last.error_message
+    assert f"limit of {LIMIT} (--max-unread-response-bytes) for 1 s" in last.error_message
     # Every response that waited arrives, in order, before the error.
     values = [np.frombuffer(r.infer_response.raw_output_contents[0], np.int32)[0]
               for r in responses]  # fmt: skip
@@ -177,7 +187,7 @@ def test_a_generate_stream_client_that_stops_reading_gets_the_error_as_its_last_
     connection.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * KiB)
     n = MOST + 1
     connection.request("POST", "/v2/models/flood/generate_stream", json.dumps({"IN": n}))
-    sent, cancelled = report(server, n)  # meanwhile this client reads nothing
+    sent, cancelled, _ = report(server, n)  # meanwhile this client reads nothing
     assert cancelled == 1 and sent < n // 2
     response = connection.getresponse()
     assert response.status == 200
@@ -185,7 +195,7 @@ def test_a_generate_stream_client_that_stops_reading_gets_the_error_as_its_last_
               for event in response.read().decode().split("\n\n") if event]  # fmt: skip
     connection.close()
     *responses, last = events
-    assert "did not read its responses" in last["error"]
+    assert "did not read its responses: they waited past the limit" in last["error"]
     assert [event["OUT"][0] for event in responses] == list(range(len(responses)))
     assert ended_unread(server) == before + 1
 
@@ -214,18 +224,24 @@ def test_a_generate_stream_client_that_stops_reading_and_leaves_frees_its_reques
     assert version.in_flight == 0
 
 
-def test_a_client_that_reads_gets_every_response_past_the_limit(server: ServingProcess) -> None:
-    n = 200  # 12.5 MiB in all, six times the limit
+def test_a_client_that_reads_slowly_holds_the_model_back_and_gets_every_response(
+    server: ServingProcess,
+) -> None:
+    n = 400  # 25 MiB in all, six times the limit, read over about 2 s
     before = ended_unread(server)
     answers: queue.SimpleQueue[Any] = queue.SimpleQueue()
+
+    def take(result: Any, error: Any) -> None:
+        time.sleep(0.005)  # NOTE: in the client's reading thread: it reads no faster than this
+        answers.put((result, error))
+
     with grpcclient.InferenceServerClient(server.grpc_url) as client:
-        client.start_stream(callback=lambda result, error: answers.put((result, error)))
+        client.start_stream(callback=take)
         tensor = grpcclient.InferInput("IN", [1], "INT32")
         tensor.set_data_from_numpy(np.array([n], dtype=np.int32))
         client.async_stream_infer("flood", [tensor], enable_empty_final_response=True)
         values = []
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
+        while True:
             result, error = answers.get(timeout=60)
             assert error is None, error
             if result.get_response().parameters["triton_final_response"].bool_param:
@@ -233,5 +249,7 @@ def test_a_client_that_reads_gets_every_response_past_the_limit(server: ServingP
             values.append(int(result.as_numpy("OUT")[0]))
         client.stop_stream()
     assert values == list(range(n))
-    assert report(server, n) == [n, 0]
+    sent, cancelled, longest_ms = report(server, n)
+    assert (sent, cancelled) == (n, 0)
+    assert longest_ms >= 50  # its sends waited for the client (one takes well under 10 ms)
     assert ended_unread(server) == before
