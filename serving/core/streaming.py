@@ -38,8 +38,8 @@ RESPONSE_OVERHEAD_BYTES = 512
 
 class UnreadResponses:
     """The replica's bound on the response bytes one streamed request may have waiting for its
-    client (``limit``, 0: none) and on how long a held-back stream may go unread
-    (``timeout_s``), and how many requests it ended (a counter for the metrics)."""
+    client (``limit``, 0: none) and on how long a stream may stay held back (``timeout_s``),
+    and how many requests it ended (a counter for the metrics)."""
 
     __slots__ = ("ended", "limit", "timeout_s")
 
