@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from http.client import HTTPConnection
 from typing import Any
 
+import gevent
 import grpc as grpc_lib
 import numpy as np
 import pytest
@@ -383,7 +384,10 @@ def _block_instance(http: httpclient.InferenceServerClient, model: str) -> Any:
     blocking = http.async_infer(
         model, _sleep_inputs(), parameters={"execute_delay_ms": BLOCKING_DELAY_MS}
     )
-    time.sleep(0.5)
+    # NOTE: gevent's sleep, not time's: the client sends from a greenlet, which runs only while
+    # this thread waits in gevent. With time.sleep the request went out together with the later
+    # ones, in no set order, and a loaded machine could run a later one first.
+    gevent.sleep(0.5)
     return blocking
 
 

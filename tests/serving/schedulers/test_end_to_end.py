@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import gevent
 import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
@@ -265,7 +266,9 @@ def test_http_request_timeout_shortens_the_queue_policy_and_expires(
     http: httpclient.InferenceServerClient,
 ) -> None:
     busy = http.async_infer("bounded", [http_input(1)])
-    time.sleep(0.05)
+    # NOTE: gevent's sleep: the client sends ``busy`` from a greenlet, which runs only while this
+    # thread waits in gevent (time.sleep left the two requests' order to chance).
+    gevent.sleep(0.05)
     with pytest.raises(InferenceServerException) as info:
         http.infer("bounded", [http_input(2)], timeout=50_000)
     assert info.value.status() == "503"
