@@ -12,9 +12,9 @@ read starts in the same turn, as over HTTP/1.1, and the batcher sees them togeth
 A ``_Call`` is at once the call's request source and its answer's sink (``CallRequests``,
 ``CallSink``): one object per call. Flow control both ways is HTTP/2's: request data is
 acknowledged as it arrives until a stream holds ``STREAM_WINDOW`` messages its servicer has not
-taken (then the client waits); an answer larger than the client's window waits in the call's
-outbox, and a streaming servicer waits while its outbox holds more than ``OUTBOX_LIMIT`` bytes.
-Writes are coalesced into one per loop turn.
+taken, or ``STREAM_QUEUE_BYTES`` of them (then the client waits); an answer larger than the
+client's window waits in the call's outbox, and a streaming servicer waits while its outbox holds
+more than ``OUTBOX_LIMIT`` bytes. Writes are coalesced into one per loop turn.
 """
 
 from __future__ import annotations
@@ -43,6 +43,11 @@ from serving.protocol.grpc.context import CallContext
 logger = logging.getLogger("serving.grpc")
 
 STREAM_WINDOW = 64  # request messages a stream may hold that its servicer has not taken
+# The bytes of those messages, at most (or one message of the limit, if that is less). Without a
+# byte bound a stream of large messages whose servicer is behind (a streaming client that does
+# not read its answers, or a slow model) held STREAM_WINDOW of them, past the connection's bound
+# below, and a client that kept to HTTP/2's flow control had its connection ended, not held back.
+STREAM_QUEUE_BYTES = 1 << 22
 OUTBOX_LIMIT = 1 << 20  # answer bytes a streaming servicer may have waiting for the client
 INITIAL_WINDOW = 1 << 22  # per stream: a large tensor arrives without waiting on window updates
 CONNECTION_WINDOW = 1 << 24
@@ -110,6 +115,7 @@ class GrpcHttp2Connection(asyncio.Protocol):
         self._dispatcher = dispatcher
         self._max_message = max_message_bytes
         self._hold_limit = HELD_MESSAGES_PER_CONNECTION * max_message_bytes
+        self.queue_bytes = min(STREAM_QUEUE_BYTES, max_message_bytes)  # see STREAM_QUEUE_BYTES
         self.held = 0  # request bytes this connection's calls hold (``_Call.held``, summed)
         self.listener_held = listener_held  # what all the listener's connections hold
         self.arriving = arriving  # the request-bytes budget, for unary calls' arriving messages
@@ -307,7 +313,7 @@ class GrpcHttp2Connection(asyncio.Protocol):
             self._ack(event.stream_id, event.flow_controlled_length + call.unacked)
             call.unacked = 0
             return
-        if len(call.messages) < STREAM_WINDOW:
+        if call.has_room:
             self._ack(event.stream_id, event.flow_controlled_length + call.unacked)
             call.unacked = 0
         else:  # the servicer is behind: the client waits until it catches up
@@ -412,6 +418,10 @@ class GrpcHttp2Connection(asyncio.Protocol):
             self._h2.close_connection(error_code=code)
         self._flush()
         self._close_transport()
+        # Its calls' bytes leave the listener's count now, not once the transport reports the
+        # connection lost (a later loop turn): until then they refused other clients' calls.
+        for call in self._calls.values():
+            call.release()
 
     def _close_transport(self) -> None:
         if self._transport is not None:
@@ -505,6 +515,12 @@ class _Call:
         if self.share:
             self._count_arriving()
 
+    @property
+    def has_room(self) -> bool:
+        """Whether more of the client's messages may come: a full queue is acknowledged once its
+        servicer takes one (``_pop``), so a stream that waits always has a message to take."""
+        return len(self.messages) < STREAM_WINDOW and self.queued < self._connection.queue_bytes
+
     def wake_reader(self) -> None:
         waiter = self._waiter
         if waiter is not None and not waiter.done():
@@ -541,7 +557,7 @@ class _Call:
         message = self.messages.popleft()
         self.queued -= len(message)
         self._count_held()
-        if self.unacked and len(self.messages) < STREAM_WINDOW:
+        if self.unacked and self.has_room:
             self._connection._ack(self.stream_id, self.unacked)
             self.unacked = 0
             self._connection.flush_soon()

@@ -165,7 +165,9 @@ def test_stream_infer_answers_in_band_and_stays_open(client: Any) -> None:
 def test_a_stream_whose_client_never_reads_is_held_back(server: ServingProcess) -> None:
     """A client that sends and never reads its answers: gRPC's flow control must stop it once
     the server holds a bounded number of answers, so that no process (a front-end included)
-    piles up every answer it would have read."""
+    piles up every answer it would have read; and once the client reads, it gets every answer
+    (held back, not cut off: a stream's queue of untaken messages is bounded in bytes as well as
+    in number, below the connection's own bound)."""
     sent, ran_before = 1200, _successes(server, "identity_fp64")
     request = service_pb2.ModelInferRequest(model_name="identity_fp64")
     request.inputs.add(name="INPUT0", datatype="FP64", shape=[32 * 1024])  # 256 KiB each way
@@ -186,8 +188,11 @@ def test_a_stream_whose_client_never_reads_is_held_back(server: ServingProcess) 
                 ran, still = still, _settled_successes(server, "identity_fp64") - ran_before
             assert ran == still, "the server kept taking requests for a minute"
             assert ran < sent // 2, f"the server ran {ran} of {sent} requests nobody read"
+            read = [service_pb2.ModelStreamInferResponse.FromString(answer) for answer in answers]
         finally:
             answers.cancel()
+    assert [answer.error_message for answer in read if answer.error_message] == []
+    assert len(read) == sent
     with grpcclient.InferenceServerClient(server.grpc_url) as client:
         assert client.is_model_ready("identity_fp64")
 
