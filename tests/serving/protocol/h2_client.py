@@ -103,6 +103,28 @@ class RawGrpc:
         self.h2.send_data(sid, data, end_stream=end)
         self._flush()
 
+    def send_until_held(self, sid: int, message: bytes, quiet_s: float = 1.0) -> int:
+        """Send ``message`` again and again on ``sid`` as far as the server's windows let it,
+        reading the server's window updates in between and nothing else (its answers stay
+        unread), until no room has come for ``quiet_s``; returns how many went."""
+        sent, quiet_since = 0, time.monotonic()
+        while time.monotonic() - quiet_since < quiet_s:
+            room = min(self.h2.local_flow_control_window(sid), self.h2.outbound_flow_control_window)
+            if room >= len(message):
+                self.send(sid, message)
+                sent, quiet_since = sent + 1, time.monotonic()
+                continue
+            self.sock.settimeout(0.1)
+            try:
+                data = self.sock.recv(65536)
+            except TimeoutError:
+                continue
+            if not data:
+                raise ConnectionError("the server closed the connection")
+            self.h2.receive_data(data)
+            self._flush()
+        return sent
+
     def reset(self, sid: int) -> None:
         self.h2.reset_stream(sid, ErrorCodes.CANCEL)
         self._flush()

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import grpc
@@ -168,33 +170,88 @@ def test_a_stream_whose_client_never_reads_is_held_back(server: ServingProcess) 
     piles up every answer it would have read; and once the client reads, it gets every answer
     (held back, not cut off: a stream's queue of untaken messages is bounded in bytes as well as
     in number, below the connection's own bound)."""
-    sent, ran_before = 1200, _successes(server, "identity_fp64")
-    request = service_pb2.ModelInferRequest(model_name="identity_fp64")
-    request.inputs.add(name="INPUT0", datatype="FP64", shape=[32 * 1024])  # 256 KiB each way
-    request.raw_input_contents.append(np.ones(32 * 1024).tobytes())
-    payload = request.SerializeToString()
-    with grpc.insecure_channel(server.grpc_url) as channel:
-        stream = channel.stream_stream(
-            "/inference.GRPCInferenceService/ModelStreamInfer",
-            request_serializer=lambda message: message,
-            response_deserializer=lambda b: b,
-        )
-        answers = stream(iter([payload] * sent))  # sent as gRPC lets it go; never read
-        try:
-            ran, still = -1, _successes(server, "identity_fp64") - ran_before
-            for _ in range(60):  # until the server stops taking requests
-                if ran == still:
-                    break
-                ran, still = still, _settled_successes(server, "identity_fp64") - ran_before
-            assert ran == still, "the server kept taking requests for a minute"
-            assert ran < sent // 2, f"the server ran {ran} of {sent} requests nobody read"
-            read = [service_pb2.ModelStreamInferResponse.FromString(answer) for answer in answers]
-        finally:
-            answers.cancel()
-    assert [answer.error_message for answer in read if answer.error_message] == []
-    assert len(read) == sent
+    sent = 1200
+    with (
+        grpc.insecure_channel(server.grpc_url) as channel,
+        stream_left_unread(server, channel, sent=sent, elements=32 * 1024) as ran,  # 256 KiB
+    ):
+        assert ran < sent // 2, f"the server ran {ran} of {sent} requests nobody read"
     with grpcclient.InferenceServerClient(server.grpc_url) as client:
         assert client.is_model_ready("identity_fp64")
+
+
+# h2corn 2.0.0 queues every call's writes on one connection in 64 places (its writer's
+# semaphore), and a queued answer keeps its place until the client's window for that call lets it
+# out: a stream whose client reads nothing fills them all, and the answers of the connection's
+# other calls wait behind until the client reads or h2corn's 60 s response-stall timer resets the
+# stream. Nothing an application sees tells it how far h2corn has written, so it cannot be
+# bounded from here; docs/serving.md ("The h2corn transport") says what to do about it.
+H2CORN_SHARED_WRITER = (
+    "h2corn 2.0.0 holds a connection's writes in one bounded queue, which a stream whose client "
+    "reads nothing fills: the connection's other calls are not answered until it reads"
+)
+
+
+def test_a_stream_whose_client_stops_reading_holds_up_no_other_call_on_its_connection(
+    server: ServingProcess, request: pytest.FixtureRequest
+) -> None:
+    """A client's calls share one HTTP/2 connection (grpc shares it between its channels too), so
+    one stream the client does not read must hold back only itself: a unary call on the same
+    connection is answered at once, and the stream's answers all arrive once the client reads."""
+    if server.settings.grpc_transport == "h2corn":  # in-process and behind front-ends
+        request.applymarker(
+            pytest.mark.xfail(reason=H2CORN_SHARED_WRITER, raises=grpc.RpcError, strict=True)
+        )
+    with (
+        grpc.insecure_channel(server.grpc_url) as channel,
+        stream_left_unread(server, channel, sent=400, elements=8 * 1024),  # 64 KiB each way
+    ):
+        assert_unary_answered(channel)
+
+
+@contextlib.contextmanager
+def stream_left_unread(
+    server: ServingProcess, channel: grpc.Channel, *, sent: int, elements: int
+) -> Iterator[int]:
+    """A ``ModelStreamInfer`` stream on ``channel`` that sends ``sent`` FP64 requests of
+    ``elements`` each, as gRPC lets them go, and reads nothing until the server has stopped
+    taking them (yields how many it ran); after the body, every answer must arrive, none an
+    error."""
+    ran_before = _successes(server, "identity_fp64")
+    request = service_pb2.ModelInferRequest(model_name="identity_fp64")
+    request.inputs.add(name="INPUT0", datatype="FP64", shape=[elements])
+    request.raw_input_contents.append(np.ones(elements).tobytes())
+    answers = channel.stream_stream(
+        "/inference.GRPCInferenceService/ModelStreamInfer",
+        request_serializer=lambda message: message,
+        response_deserializer=service_pb2.ModelStreamInferResponse.FromString,
+    )(iter([request.SerializeToString()] * sent))
+    try:
+        ran, still = -1, _successes(server, "identity_fp64") - ran_before
+        for _ in range(60):  # until the server stops taking requests
+            if ran == still:
+                break
+            ran, still = still, _settled_successes(server, "identity_fp64") - ran_before
+        assert ran == still, "the server kept taking requests for a minute"
+        yield ran
+        read = list(answers)
+    finally:
+        answers.cancel()
+    assert [answer.error_message for answer in read if answer.error_message] == []
+    assert len(read) == sent
+
+
+def assert_unary_answered(channel: grpc.Channel) -> None:
+    single = service_pb2.ModelInferRequest(model_name="identity")
+    single.inputs.add(name="INPUT0", datatype="FP32", shape=[1, 4])
+    single.raw_input_contents.append(np.arange(4, dtype=np.float32).tobytes())
+    infer = channel.unary_unary(
+        "/inference.GRPCInferenceService/ModelInfer",
+        request_serializer=lambda message: message,
+        response_deserializer=service_pb2.ModelInferResponse.FromString,
+    )
+    answer = infer(single.SerializeToString(), timeout=5)
+    assert answer.raw_output_contents[0] == single.raw_input_contents[0]
 
 
 def _successes(server: ServingProcess, model: str) -> int:

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import grpc
 import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
@@ -25,12 +26,17 @@ from serving.main import ServingProcess
 from tests.serving.harness import folder_settings, write_protocol_repository
 from tests.serving.protocol.conftest import MAX_REQUEST_BYTES
 from tests.serving.protocol.h2_client import RawGrpc, grpc_message
-from tests.serving.protocol.test_grpc import fp32_input
+from tests.serving.protocol.test_grpc import (
+    assert_unary_answered,
+    fp32_input,
+    stream_left_unread,
+)
 from tests.serving.protocol.test_grpc_http2 import (  # noqa: F401 - run again, over h2corn
     INFER,
     LIVE,
     _port,
     _sleep_request,
+    test_a_call_that_stopped_reading_leaves_the_connections_window_to_the_others,
     test_a_gzip_compressed_request_is_answered,
     test_a_message_cut_short_by_the_end_of_the_stream_is_internal,
     test_a_message_over_the_limit_is_refused_before_it_arrives,
@@ -138,6 +144,21 @@ def test_h2corn_ends_a_client_that_pings_without_reading(server: ServingProcess)
         assert ended, f"the server read {sent >> 20} MiB of PINGs whose answers nobody read"
     with grpcclient.InferenceServerClient(server.grpc_url) as client:  # others are served
         assert client.is_server_live()
+
+
+def test_a_stream_left_unread_holds_up_no_call_on_a_connection_of_its_own(
+    server: ServingProcess,
+) -> None:
+    # The way round h2corn's shared writer that docs/serving.md gives: a stream that may go unread
+    # on a channel with its own connection (grpc's local subchannel pool); the process's other
+    # calls, on another channel, are answered at once.
+    own = [("grpc.use_local_subchannel_pool", 1)]
+    with (
+        grpc.insecure_channel(server.grpc_url, options=own) as streaming,
+        grpc.insecure_channel(server.grpc_url, options=own) as other,
+        stream_left_unread(server, streaming, sent=400, elements=8 * 1024),
+    ):
+        assert_unary_answered(other)
 
 
 def test_front_end_processes_serve_on_h2corn_too(tmp_path: Path) -> None:
