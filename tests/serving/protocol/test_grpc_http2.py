@@ -232,20 +232,32 @@ def test_a_connection_holding_too_many_unfinished_messages_is_ended(
         assert client.is_server_live()
 
 
+# h2corn gives a call's bytes back to the connection's receive window only once the call has read
+# them, and its defaults are 8 MiB for both windows. Smaller call windows fix it but were not
+# adopted (docs/serving.md, "The h2corn transport", says why).
+H2CORN_RECEIVE_WINDOW = (
+    "h2corn's default windows (8 MiB for a call and for its connection) let one call that stopped "
+    "reading take the connection's whole receive window"
+)
+
+
 def test_a_call_that_stopped_reading_leaves_the_connections_window_to_the_others(
-    server: ServingProcess,
+    server: ServingProcess, request: pytest.FixtureRequest
 ) -> None:
     # A stream whose client reads no answers: once its servicer stops taking requests, what the
     # client sent since waits in the server, counted against the call's window and the
     # connection's. The call may take its own window, not the connection's: another call on the
-    # connection can still send a whole message of the limit (h2corn's 8 MiB defaults for both
-    # windows left 6,680 bytes).
-    request = service_pb2.ModelInferRequest(model_name="identity_fp64")
-    request.inputs.add(name="INPUT0", datatype="FP64", shape=[1500])  # one DATA frame each
-    request.raw_input_contents.append(np.ones(1500).tobytes())
+    # connection can still send a whole message of the limit (on h2corn 6,680 bytes were left).
+    if server.settings.grpc_transport == "h2corn":
+        request.applymarker(
+            pytest.mark.xfail(reason=H2CORN_RECEIVE_WINDOW, raises=AssertionError, strict=True)
+        )
+    infer = service_pb2.ModelInferRequest(model_name="identity_fp64")
+    infer.inputs.add(name="INPUT0", datatype="FP64", shape=[1500])  # one DATA frame each
+    infer.raw_input_contents.append(np.ones(1500).tobytes())
     with RawGrpc("127.0.0.1", _port(server)) as raw:
         sid = raw.open("/inference.GRPCInferenceService/ModelStreamInfer")
-        sent = raw.send_until_held(sid, grpc_message(request.SerializeToString()))
+        sent = raw.send_until_held(sid, grpc_message(infer.SerializeToString()))
         assert raw.h2.local_flow_control_window(sid) < 16_000, f"not held after {sent} messages"
         assert raw.h2.outbound_flow_control_window >= MAX_REQUEST_BYTES
 
