@@ -40,6 +40,15 @@ logger = logging.getLogger("serving.grpc")
 MAX_CONCURRENT_STREAMS = 1024  # as on the loop's own listener
 HANDSHAKE_TIMEOUT_S = 120.0  # grpc's own servers' handshake timeout
 MAX_HEADER_LIST_BYTES = 16 << 10  # grpc's own default limit on request metadata
+# h2corn gives a call's bytes back to the connection's receive window only once the call has read
+# them, and by default both windows are 8 MiB: one ModelStreamInfer stream whose servicer had
+# stopped taking requests (64 in flight to a slow model, or a client that reads no answers) took
+# the connection's whole window, and no other call on that connection could send a byte. So a
+# call may take half of it. Not a larger connection window: with 16 MiB, a front-end whose
+# serving process was stopped closed its clients' connections once it ran again (11 of 57 runs
+# beside four busy processes; 0 of 16 at 8 MiB), for a reason inside h2corn; docs/serving.md.
+STREAM_WINDOW_BYTES = 4 << 20
+CONNECTION_WINDOW_BYTES = 8 << 20  # h2corn's default, stated here beside the call's
 # Request bytes the calls may hold at once while their messages arrive, as a multiple of the
 # message limit: past it the call that would add more ends RESOURCE_EXHAUSTED. h2corn's flow
 # control bounds what it buffers itself, but each call here reads its message whole before
@@ -115,6 +124,8 @@ class H2cornGrpcServer:
             bind=(bind,), grpc=True, http1=False, lifespan="off", access_log=False,
             reuse_port=reuse_port, backlog=2048, runtime_threads=1,
             max_concurrent_streams=MAX_CONCURRENT_STREAMS,
+            h2_initial_stream_window_size=STREAM_WINDOW_BYTES,
+            h2_initial_connection_window_size=CONNECTION_WINDOW_BYTES,
             h2_max_header_list_size=MAX_HEADER_LIST_BYTES, timeout_handshake=HANDSHAKE_TIMEOUT_S,
             timeout_graceful_shutdown=self._grace_s, server_header="off", date_header=False,
             **(self._tls.options() if self._tls is not None else {}),
