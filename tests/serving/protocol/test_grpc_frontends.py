@@ -4,10 +4,12 @@ mid-call, large messages, and SIGTERM stopping them with the server."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import queue
 import signal
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,6 +19,7 @@ import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.grpc.aio as grpcaio
+from tritonclient.grpc import service_pb2
 from tritonclient.utils import InferenceServerException
 
 from repository import demo_models as dm
@@ -37,7 +40,7 @@ from tests.serving.harness import (
 )
 from tests.serving.protocol.conftest import MAX_REQUEST_BYTES
 from tests.serving.protocol.test_grpc import *  # noqa: F403 - the same tests, through front-ends
-from tests.serving.protocol.test_grpc import error_of, fp32_input
+from tests.serving.protocol.test_grpc import assert_unary_answered, error_of, fp32_input
 
 pytestmark = pytest.mark.embedded
 
@@ -175,6 +178,52 @@ def test_a_cancelled_stream_ends_its_relayed_call(server: ServingProcess) -> Non
         wait_until(lambda: any(f.connection.in_flight for f in frontends(server)))
         client.stop_stream(cancel_requests=True)
     wait_until(lambda: not any(f.connection.in_flight for f in frontends(server)))
+
+
+def test_a_stream_waiting_on_a_slow_model_holds_up_no_other_call_on_its_connection(
+    server: ServingProcess,
+) -> None:
+    """A client streams requests to a model slower than it (2 s each) and reads every answer:
+    once the server holds the stream back, a unary call on the same channel is still answered at
+    once. At h2corn's default windows the stream took its connection's whole receive window, and
+    the call waited until the stream's backlog had run."""
+    request = service_pb2.ModelInferRequest(model_name="sleep")
+    request.inputs.add(name="INPUT0", datatype="FP32", shape=[3000])
+    request.raw_input_contents.append(np.ones(3000, dtype=np.float32).tobytes())
+    request.parameters["execute_delay_ms"].int64_param = 2000
+    payload, sent = request.SerializeToString(), [0]
+
+    def requests() -> Iterator[bytes]:
+        for _ in range(2000):  # 24 MB: far more than the server takes before it holds them back
+            sent[0] += 1
+            yield payload
+
+    with grpc.insecure_channel(server.grpc_url) as channel:
+        answers = channel.stream_stream(
+            "/inference.GRPCInferenceService/ModelStreamInfer",
+            request_serializer=lambda message: message,
+            response_deserializer=service_pb2.ModelStreamInferResponse.FromString,
+        )(requests())
+        reader = threading.Thread(target=_read_until_cancelled, args=(answers,), daemon=True)
+        reader.start()
+        try:
+            wait_until(lambda: _unchanged_for_a_second(sent))  # held back: no room for a second
+            assert_unary_answered(channel)
+        finally:
+            answers.cancel()
+            reader.join(10)
+
+
+def _read_until_cancelled(answers: Any) -> None:
+    with contextlib.suppress(grpc.RpcError):
+        for answer in answers:
+            assert not answer.error_message
+
+
+def _unchanged_for_a_second(counter: list[int]) -> bool:
+    before = counter[0]
+    time.sleep(1.0)  # NOTE: a settling pause, not a timing threshold: the count stops or grows
+    return counter[0] == before
 
 
 def test_unknown_methods_and_undecodable_messages_get_grpc_answers(server: ServingProcess) -> None:
