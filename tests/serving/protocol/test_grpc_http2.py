@@ -447,9 +447,9 @@ def test_a_stream_waiting_on_a_slow_model_leaves_the_connections_window_to_the_o
     # A client streams requests faster than the model runs them (5 s each, one at a time): once
     # the servicer has as many in flight as it takes, the rest wait in the server. The stream's
     # answers are not what holds it, so this is the common case of a busy model; the connection's
-    # other calls (a health check, another model's requests) must still get through. At h2corn's
-    # default windows a unary call on the same grpc channel waited until the stream's backlog had
-    # run.
+    # other calls (a health check, another model's requests) must still get through (at h2corn's
+    # default windows 6,908 bytes were left, and a unary call on the same grpc channel waited
+    # until the stream's backlog had run).
     request = service_pb2.ModelInferRequest.FromString(_sleep_request(5000))
     request.inputs[0].shape[:] = [3000]
     request.raw_input_contents[0] = np.ones(3000, dtype=np.float32).tobytes()
