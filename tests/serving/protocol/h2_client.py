@@ -105,8 +105,8 @@ class RawGrpc:
 
     def send_until_held(self, sid: int, message: bytes, quiet_s: float = 1.0) -> int:
         """Send ``message`` again and again on ``sid`` as far as the server's windows let it,
-        reading the server's window updates in between and nothing else (its answers stay
-        unread), until no room has come for ``quiet_s``; returns how many went."""
+        taking in the server's window updates between sends but acknowledging none of its
+        answers, until no room has come for ``quiet_s``; returns how many went."""
         sent, quiet_since = 0, time.monotonic()
         while time.monotonic() - quiet_since < quiet_s:
             room = min(self.h2.local_flow_control_window(sid), self.h2.outbound_flow_control_window)

@@ -221,11 +221,7 @@ def stream_left_unread(
     request = service_pb2.ModelInferRequest(model_name="identity_fp64")
     request.inputs.add(name="INPUT0", datatype="FP64", shape=[elements])
     request.raw_input_contents.append(np.ones(elements).tobytes())
-    answers = channel.stream_stream(
-        "/inference.GRPCInferenceService/ModelStreamInfer",
-        request_serializer=lambda message: message,
-        response_deserializer=service_pb2.ModelStreamInferResponse.FromString,
-    )(iter([request.SerializeToString()] * sent))
+    answers = open_stream_infer(channel, iter([request.SerializeToString()] * sent))
     try:
         ran, still = -1, _successes(server, "identity_fp64") - ran_before
         for _ in range(60):  # until the server stops taking requests
@@ -239,6 +235,16 @@ def stream_left_unread(
         answers.cancel()
     assert [answer.error_message for answer in read if answer.error_message] == []
     assert len(read) == sent
+
+
+def open_stream_infer(channel: grpc.Channel, requests: Iterator[bytes]) -> Any:
+    """A ``ModelStreamInfer`` call on ``channel`` sending ``requests`` (serialized) as gRPC lets
+    them go; iterating it reads the answers, ``cancel()`` ends it."""
+    return channel.stream_stream(
+        "/inference.GRPCInferenceService/ModelStreamInfer",
+        request_serializer=lambda message: message,
+        response_deserializer=service_pb2.ModelStreamInferResponse.FromString,
+    )(requests)
 
 
 def assert_unary_answered(channel: grpc.Channel) -> None:

@@ -40,7 +40,12 @@ from tests.serving.harness import (
 )
 from tests.serving.protocol.conftest import MAX_REQUEST_BYTES
 from tests.serving.protocol.test_grpc import *  # noqa: F403 - the same tests, through front-ends
-from tests.serving.protocol.test_grpc import assert_unary_answered, error_of, fp32_input
+from tests.serving.protocol.test_grpc import (
+    assert_unary_answered,
+    error_of,
+    fp32_input,
+    open_stream_infer,
+)
 
 pytestmark = pytest.mark.embedded
 
@@ -199,11 +204,7 @@ def test_a_stream_waiting_on_a_slow_model_holds_up_no_other_call_on_its_connecti
             yield payload
 
     with grpc.insecure_channel(server.grpc_url) as channel:
-        answers = channel.stream_stream(
-            "/inference.GRPCInferenceService/ModelStreamInfer",
-            request_serializer=lambda message: message,
-            response_deserializer=service_pb2.ModelStreamInferResponse.FromString,
-        )(requests())
+        answers = open_stream_infer(channel, requests())
         errors: list[str] = []
         reader = threading.Thread(target=_read_until_cancelled, args=(answers, errors))
         reader.start()
