@@ -54,13 +54,17 @@ CONNECTION_WINDOW = 1 << 24
 MAX_CONCURRENT_STREAMS = 1024
 MAX_HEADER_LIST_BYTES = 16 << 10  # grpc's own default limit on request metadata
 # Request bytes one connection may hold (messages still arriving, and whole ones no servicer has
-# taken), as a multiple of the message limit: past it the connection ends ENHANCE_YOUR_CALM.
-# Without it one client could open a thousand streams, each with a message just under the
-# limit that never completes, and hold all of it in memory before any check runs.
+# taken), as a multiple of the message limit: past it the call whose bytes would add more ends
+# RESOURCE_EXHAUSTED and its bytes are freed. Without it one client could open a thousand
+# streams, each with a message just under the limit that never completes, and hold all of it in
+# memory before any check runs. Only that call ends, not the connection: a client that keeps to
+# flow control can pass the bound too (a stream to a busy model holds its queue and the window
+# it was given: about 3.4 MiB of 12 KB requests at a 1 MiB limit, so three pass 8 MiB), and its
+# other calls must go on.
 HELD_MESSAGES_PER_CONNECTION = 8
-# The same multiple for all of a listener's connections together: past it the call whose bytes
-# would add more ends RESOURCE_EXHAUSTED (as on h2corn), and its bytes are freed. Without it, many
-# connections, each under its own bound, could still hold it times their number.
+# The same multiple for all of a listener's connections together, with the same answer (as on
+# h2corn). Without it, many connections, each under its own bound, could hold it times their
+# number.
 HELD_MESSAGES = 8
 
 # The client's stream resets one connection may make: a token bucket with nghttp2's defaults
@@ -298,26 +302,31 @@ class GrpcHttp2Connection(asyncio.Protocol):
             self._ack(event.stream_id, event.flow_controlled_length)
             return
         if self.held > self._hold_limit:
-            logger.warning("gRPC connection from %s ended: it held %d request bytes at once",
-                           self.peer, self.held)  # fmt: skip
-            self._end_now(ErrorCodes.ENHANCE_YOUR_CALM)
+            self._refuse_holding(call, event, "its connection's calls", self.held)
             return
         listener = self.listener_held
         if listener.held > listener.limit:
-            logger.warning("gRPC call from %s refused: the calls held %d request bytes at once",
-                           self.peer, listener.limit)  # fmt: skip
-            call.status(wire.RESOURCE_EXHAUSTED,
-                        "The server holds too many request bytes; try again later")  # fmt: skip
-            call.release()
-            call.stop_work()
-            self._ack(event.stream_id, event.flow_controlled_length + call.unacked)
-            call.unacked = 0
+            self._refuse_holding(call, event, "the calls", listener.held)
             return
         if call.has_room:
             self._ack(event.stream_id, event.flow_controlled_length + call.unacked)
             call.unacked = 0
         else:  # the servicer is behind: the client waits until it catches up
             call.unacked += event.flow_controlled_length
+
+    def _refuse_holding(
+        self, call: _Call, event: events.DataReceived, holders: str, held: int
+    ) -> None:
+        """``call``'s bytes took ``holders`` past their bound: it alone ends RESOURCE_EXHAUSTED and
+        what it holds is freed (the bound holds again); the connection's other calls go on."""
+        logger.warning("gRPC call from %s refused: %s held %d request bytes at once",
+                       self.peer, holders, held)  # fmt: skip
+        call.status(wire.RESOURCE_EXHAUSTED,
+                    "The server holds too many request bytes; try again later")  # fmt: skip
+        call.release()
+        call.stop_work()
+        self._ack(event.stream_id, event.flow_controlled_length + call.unacked)
+        call.unacked = 0
 
     def _on_end(self, sid: int) -> None:
         call = self._calls.get(sid)

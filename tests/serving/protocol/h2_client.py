@@ -23,6 +23,7 @@ class Answer:
     trailers: dict[bytes, bytes] = dataclasses.field(default_factory=dict)
     reset: int | None = None  # RST_STREAM's error code, when the server reset the stream
     closed: bool = False  # the server closed the connection
+    finished: bool = False  # the server ended or reset the stream
 
     @property
     def grpc_status(self) -> int | None:
@@ -53,6 +54,7 @@ class RawGrpc:
     def __init__(self, host: str, port: int) -> None:
         self.sock = socket.create_connection((host, port), timeout=10)
         self.h2 = H2Connection(config=H2Configuration(client_side=True, header_encoding=None))
+        self.answers: dict[int, Answer] = {}  # what came on each stream, as the frames are read
         self.h2.initiate_connection()
         self._flush()
         self._take_settings()
@@ -105,10 +107,13 @@ class RawGrpc:
 
     def send_until_held(self, sid: int, message: bytes, quiet_s: float = 1.0) -> int:
         """Send ``message`` again and again on ``sid`` as far as the server's windows let it,
-        taking in the server's window updates between sends but acknowledging none of its
-        answers, until no room has come for ``quiet_s``; returns how many went."""
+        taking in the server's frames between sends but acknowledging none of its answers,
+        until no room has come for ``quiet_s`` or the server ends the stream (its answer is
+        then in ``answers``); returns how many went."""
         sent, quiet_since = 0, time.monotonic()
         while time.monotonic() - quiet_since < quiet_s:
+            if sid in self.answers and self.answers[sid].finished:
+                break
             room = min(self.h2.local_flow_control_window(sid), self.h2.outbound_flow_control_window)
             if room >= len(message):
                 self.send(sid, message)
@@ -121,7 +126,7 @@ class RawGrpc:
                 continue
             if not data:
                 raise ConnectionError("the server closed the connection")
-            self.h2.receive_data(data)
+            self._take(data, acknowledge=False)
             self._flush()
         return sent
 
@@ -155,34 +160,44 @@ class RawGrpc:
         return self.wait(sid, timeout_s)
 
     def wait(self, sid: int, timeout_s: float = 10.0) -> Answer:
-        answer = Answer()
+        """Read until the server ends stream ``sid`` (or the connection): its answer."""
+        answer = self.answers.setdefault(sid, Answer())
         deadline = time.monotonic() + timeout_s
-        while (data := self._receive(deadline)) is not None:
+        while not answer.finished and (data := self._receive(deadline)) is not None:
             if not data:
                 answer.closed = True
                 return answer
-            for event in self.h2.receive_data(data):
-                if getattr(event, "stream_id", None) != sid:
-                    continue
-                if isinstance(event, events.ResponseReceived):
-                    answer.headers = dict(event.headers)
-                elif isinstance(event, events.DataReceived):
-                    answer.data += event.data
-                    self.h2.acknowledge_received_data(event.flow_controlled_length, sid)
-                elif isinstance(event, events.TrailersReceived):
-                    answer.trailers = dict(event.headers)
-                elif isinstance(event, events.StreamReset):
-                    answer.reset = event.error_code
-                    return answer
-                elif isinstance(event, events.StreamEnded):
-                    self._flush()
-                    return answer
+            self._take(data)
             try:
                 self._flush()
             except (BrokenPipeError, ConnectionResetError):  # the server has closed
                 answer.closed = True
                 return answer
+        if answer.finished:
+            return answer
         raise TimeoutError(f"stream {sid} did not end within {timeout_s} s")
+
+    def _take(self, data: bytes, *, acknowledge: bool = True) -> None:
+        """Feed what the server sent to the protocol, each stream's frames into its answer in
+        ``answers``; answer data is given back to the server's window unless ``acknowledge``
+        is false (a client that reads no answers)."""
+        for event in self.h2.receive_data(data):
+            sid = getattr(event, "stream_id", 0)
+            if not sid:
+                continue
+            answer = self.answers.setdefault(sid, Answer())
+            if isinstance(event, events.ResponseReceived):
+                answer.headers = dict(event.headers)
+            elif isinstance(event, events.DataReceived):
+                answer.data += event.data
+                if acknowledge:
+                    self.h2.acknowledge_received_data(event.flow_controlled_length, sid)
+            elif isinstance(event, events.TrailersReceived):
+                answer.trailers = dict(event.headers)
+            elif isinstance(event, events.StreamReset):
+                answer.reset, answer.finished = event.error_code, True
+            elif isinstance(event, events.StreamEnded):
+                answer.finished = True
 
     def wait_for_goaway(self, timeout_s: float = 10.0) -> int | None:
         """Read until the server ends the connection: its GOAWAY's error code (None: it closed

@@ -29,14 +29,16 @@ from serving.protocol.grpc import http2_connection
 from serving.protocol.grpc import http2_wire as wire
 from tests.serving.harness import folder_settings, write_protocol_repository
 from tests.serving.protocol.conftest import MAX_REQUEST_BYTES
-from tests.serving.protocol.h2_client import RawGrpc, grpc_message
+from tests.serving.protocol.h2_client import Answer, RawGrpc, grpc_message
 from tests.serving.protocol.test_grpc import *  # noqa: F403 - the same tests, on this listener
 from tests.serving.protocol.test_grpc import fp32_input
+from tests.serving.protocol.test_http_disconnect import _wait_until
 
 pytestmark = pytest.mark.embedded
 TRANSPORT = "h2"
 LIVE = "/inference.GRPCInferenceService/ServerLive"
 INFER = "/inference.GRPCInferenceService/ModelInfer"
+STREAM_INFER = "/inference.GRPCInferenceService/ModelStreamInfer"
 
 
 @pytest.fixture(scope="module")
@@ -195,39 +197,38 @@ def test_a_message_over_the_limit_is_refused_before_it_arrives(server: ServingPr
         assert raw.call(LIVE, [grpc_message(b"")]).grpc_status == 0
 
 
-def test_a_connection_holding_too_many_unfinished_messages_is_ended(
+def test_a_connection_holding_too_many_unfinished_messages_has_the_calls_past_it_refused(
     server: ServingProcess, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Each stream declares a message just under the 1 MiB limit and sends most of it, never the
-    # end: past 8 MiB held the connection ends; the server and other connections go on. What it
-    # held leaves the listener's count as it ends, not a loop turn later when its transport is
-    # reported lost: a call from another client arriving in between was refused (seen in CI).
-    held_once_ended: list[tuple[int, int]] = []
-    end_now = http2_connection.GrpcHttp2Connection._end_now
+    # end: eight fit in the connection's 8 MiB; each call whose bytes go past it ends
+    # RESOURCE_EXHAUSTED with its bytes freed, so the connection never holds more, and its other
+    # calls, the server and other connections go on. Once the client leaves, what its calls held
+    # leaves the listener's count.
+    held_after_reads: list[int] = []
+    on_data = http2_connection.GrpcHttp2Connection._on_data
+    connections: list[http2_connection.GrpcHttp2Connection] = []
 
-    def end_now_and_look(connection: http2_connection.GrpcHttp2Connection, code: Any) -> None:
-        end_now(connection, code)
-        held_once_ended.append((connection.held, connection.listener_held.held))
+    def on_data_and_look(connection: http2_connection.GrpcHttp2Connection, event: Any) -> None:
+        on_data(connection, event)
+        held_after_reads.append(connection.held)
+        if connection not in connections:
+            connections.append(connection)
 
-    monkeypatch.setattr(http2_connection.GrpcHttp2Connection, "_end_now", end_now_and_look)
-    almost = MAX_REQUEST_BYTES - 100
-    closed = False
+    monkeypatch.setattr(http2_connection.GrpcHttp2Connection, "_on_data", on_data_and_look)
     with RawGrpc("127.0.0.1", _port(server)) as raw:
-        streams = [raw.open(INFER) for _ in range(12)]
-        try:
-            for sid in streams:
-                for offset in range(0, almost - 20_000, 16_000):
-                    chunk = b"\0" * 16_000
-                    if offset == 0:
-                        chunk = b"\x00" + almost.to_bytes(4, "big") + chunk[5:]
-                    raw.send(sid, chunk)
-        except (BrokenPipeError, ConnectionResetError):
-            closed = True
-        if not closed:
-            closed = raw.wait(streams[0], timeout_s=10).closed  # TimeoutError: still open
-    assert closed
-    assert any("request bytes at once" in record.getMessage() for record in caplog.records)
-    assert held_once_ended == [(0, 0)]
+        streams = [_unfinished_message(raw, MAX_REQUEST_BYTES - 100) for _ in range(12)]
+        for sid in streams[8:]:
+            answer = raw.wait(sid)
+            assert answer.grpc_status == 8, answer.trailers
+            assert "too many request bytes" in answer.grpc_message
+        assert raw.call(LIVE, [grpc_message(b"")]).grpc_status == 0  # the connection serves on
+        assert not any(raw.answers.get(sid, Answer()).finished for sid in streams[:8])
+    assert max(held_after_reads) <= 8 * MAX_REQUEST_BYTES
+    assert held_after_reads[-1] > 7 * MAX_REQUEST_BYTES  # the eight still held at the end
+    assert any("connection's calls held" in record.getMessage() for record in caplog.records)
+    [connection] = connections
+    _wait_until(lambda: connection.listener_held.held == 0)
     with grpcclient.InferenceServerClient(server.grpc_url) as client:
         assert client.is_server_live()
 
@@ -251,7 +252,7 @@ def assert_stream_leaves_room(port: int, request: bytes, room: int) -> None:
     (answers are received, never acknowledged); the connection must still have ``room`` for its
     other calls."""
     with RawGrpc("127.0.0.1", port) as raw:
-        sid = raw.open("/inference.GRPCInferenceService/ModelStreamInfer")
+        sid = raw.open(STREAM_INFER)
         sent = raw.send_until_held(sid, grpc_message(request))
         assert raw.h2.local_flow_control_window(sid) < 16_000, f"not held after {sent} messages"
         assert raw.h2.outbound_flow_control_window >= room
@@ -364,16 +365,28 @@ def test_a_connection_that_never_sends_the_preface_is_closed(
 
 
 def test_a_client_that_resets_calls_without_end_is_cut_off(
-    server: ServingProcess, caplog: pytest.LogCaptureFixture
+    server: ServingProcess, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # HTTP/2 "rapid reset": every call opened and reset at once, never more than one open, so
     # the stream limit never applies. Past the reset allowance (1,000 at once) the connection
-    # ends ENHANCE_YOUR_CALM; a client that resets a few calls is served on.
+    # ends ENHANCE_YOUR_CALM; a client that resets a few calls is served on. What the ended
+    # connection's calls held leaves the listener's count as it ends, not a loop turn later when
+    # its transport is reported lost: a call from another client arriving in between was refused
+    # (seen in CI).
+    held_once_ended: list[tuple[int, int]] = []
+    end_now = http2_connection.GrpcHttp2Connection._end_now
+
+    def end_now_and_look(connection: http2_connection.GrpcHttp2Connection, code: Any) -> None:
+        end_now(connection, code)
+        held_once_ended.append((connection.held, connection.listener_held.held))
+
+    monkeypatch.setattr(http2_connection.GrpcHttp2Connection, "_end_now", end_now_and_look)
     with RawGrpc("127.0.0.1", _port(server)) as raw:
         for _ in range(20):
             raw.reset(raw.open(INFER))
         assert raw.call(LIVE, [grpc_message(b"")]).grpc_status == 0
     with RawGrpc("127.0.0.1", _port(server)) as raw:
+        _unfinished_message(raw, MAX_REQUEST_BYTES - 100)  # held when the connection ends
         try:
             for _ in range(12):
                 raw.open_and_reset(INFER, 100)
@@ -381,6 +394,7 @@ def test_a_client_that_resets_calls_without_end_is_cut_off(
             pass  # ended while we sent: the GOAWAY may still be read
         assert raw.wait_for_goaway() in (ErrorCodes.ENHANCE_YOUR_CALM, None)
     assert any("reset running calls faster" in record.getMessage() for record in caplog.records)
+    assert held_once_ended == [(0, 0)]
     with grpcclient.InferenceServerClient(server.grpc_url) as client:
         assert client.is_server_live()
 
@@ -416,7 +430,10 @@ def test_a_client_that_pings_without_reading_is_read_no_more(server: ServingProc
 @pytest.fixture
 def slow_server(tmp_path: Path) -> Any:
     dm.write_python_sleep(tmp_path, "sleep", max_batch_size=0, dims=(-1,), dynamic_batching=False)
-    settings = folder_settings(tmp_path, drain_grace_s=0.0, grpc_transport=TRANSPORT)
+    # The 1 MiB message limit makes the connection's bound on held request bytes (8 MiB) one that
+    # a few streams to this model reach.
+    settings = folder_settings(tmp_path, drain_grace_s=0.0, grpc_transport=TRANSPORT,
+                               max_request_bytes=MAX_REQUEST_BYTES)  # fmt: skip
     process = ServingProcess(settings).start()
     yield process
     process.stop()
@@ -427,6 +444,14 @@ def _sleep_request(delay_ms: int) -> bytes:
     request.inputs.add(name="INPUT0", datatype="FP32", shape=[2])
     request.raw_input_contents.append(np.ones(2, dtype=np.float32).tobytes())
     request.parameters["execute_delay_ms"].int64_param = delay_ms
+    return request.SerializeToString()
+
+
+def _slow_12kb_request() -> bytes:
+    """A request of 12 KB (3,000 FP32 values) that keeps the sleep model busy for 5 s."""
+    request = service_pb2.ModelInferRequest.FromString(_sleep_request(5000))
+    request.inputs[0].shape[:] = [3000]
+    request.raw_input_contents[0] = np.ones(3000, dtype=np.float32).tobytes()
     return request.SerializeToString()
 
 
@@ -450,10 +475,30 @@ def test_a_stream_waiting_on_a_slow_model_leaves_the_connections_window_to_the_o
     # other calls (a health check, another model's requests) must still get through (at h2corn's
     # default windows 6,908 bytes were left, and a unary call on the same grpc channel waited
     # until the stream's backlog had run).
-    request = service_pb2.ModelInferRequest.FromString(_sleep_request(5000))
-    request.inputs[0].shape[:] = [3000]
-    request.raw_input_contents[0] = np.ones(3000, dtype=np.float32).tobytes()
-    assert_stream_leaves_room(_port(slow_server), request.SerializeToString(), 1 << 20)
+    assert_stream_leaves_room(_port(slow_server), _slow_12kb_request(), 1 << 20)
+
+
+def test_streams_held_back_by_a_slow_model_leave_their_connection_serving(
+    slow_server: ServingProcess,
+) -> None:
+    # Streams to a model far slower than their clients send, on one connection that keeps to
+    # flow control: each holds its queue of untaken requests and the window it was given, about
+    # 3.4 MiB here, so the third takes the connection past its 8 MiB bound. That stream alone
+    # ends RESOURCE_EXHAUSTED (the connection used to be ended, failing every call on it); the
+    # first two go on, and so do the connection's other calls.
+    message = grpc_message(_slow_12kb_request())
+    with RawGrpc("127.0.0.1", _port(slow_server)) as raw:
+        held = [raw.open(STREAM_INFER), raw.open(STREAM_INFER)]
+        for sid in held:
+            raw.send_until_held(sid, message)
+            assert raw.h2.local_flow_control_window(sid) < len(message), f"{sid} is not held"
+        third = raw.open(STREAM_INFER)
+        raw.send_until_held(third, message)
+        answer = raw.answers[third]
+        assert answer.grpc_status == 8, answer.trailers
+        assert "too many request bytes" in answer.grpc_message
+        assert raw.call(LIVE, [grpc_message(b"")]).grpc_status == 0
+        assert not any(raw.answers.get(sid, Answer()).finished for sid in held)
 
 
 def test_stop_lets_a_running_call_finish_and_then_refuses_new_ones(
