@@ -52,6 +52,7 @@ from tests.serving.protocol.test_grpc_http2 import (  # noqa: F401 - run again, 
     test_stop_lets_a_running_call_finish_and_then_refuses_new_ones,
     test_the_server_ends_a_call_past_its_grpc_timeout,
     test_two_messages_to_a_unary_method_end_the_call_internal,
+    test_two_streams_waiting_on_a_slow_model_leave_the_connections_window_to_the_others,
 )
 from tests.serving.protocol.test_http_disconnect import _queue_depth, _wait_until
 

@@ -478,6 +478,30 @@ def test_a_stream_waiting_on_a_slow_model_leaves_the_connections_window_to_the_o
     assert_stream_leaves_room(_port(slow_server), _slow_12kb_request(), 1 << 20)
 
 
+# h2corn gives a call's request bytes back to its connection's window only as the call reads
+# them, and a call may take 4 MiB of the connection's 8 MiB: two held streams take all of it.
+# A 16 MiB connection window was tried and not kept (asgi_server.py says why).
+H2CORN_SHARED_WINDOW = (
+    "h2corn 2.0.0 counts what a call has not read against its connection's receive window: two "
+    "held streams of 4 MiB each take all 8 MiB, and no other call on the connection can send"
+)
+
+
+def test_two_streams_waiting_on_a_slow_model_leave_the_connections_window_to_the_others(
+    slow_server: ServingProcess, request: pytest.FixtureRequest
+) -> None:
+    # Two clients of one process streaming to a busy model share a connection (grpc shares it
+    # between its channels); a health check or another model's call on it must still be able to
+    # send 1 MiB at once.
+    if slow_server.settings.grpc_transport == "h2corn":
+        request.applymarker(
+            pytest.mark.xfail(reason=H2CORN_SHARED_WINDOW, raises=AssertionError, strict=True)
+        )
+    with RawGrpc("127.0.0.1", _port(slow_server)) as raw:
+        _hold_streams(raw, 2)
+        assert raw.h2.outbound_flow_control_window >= 1 << 20
+
+
 def test_streams_held_back_by_a_slow_model_leave_their_connection_serving(
     slow_server: ServingProcess,
 ) -> None:
@@ -486,19 +510,28 @@ def test_streams_held_back_by_a_slow_model_leave_their_connection_serving(
     # 3.4 MiB here, so the third takes the connection past its 8 MiB bound. That stream alone
     # ends RESOURCE_EXHAUSTED (the connection used to be ended, failing every call on it); the
     # first two go on, and so do the connection's other calls.
-    message = grpc_message(_slow_12kb_request())
     with RawGrpc("127.0.0.1", _port(slow_server)) as raw:
-        held = [raw.open(STREAM_INFER), raw.open(STREAM_INFER)]
-        for sid in held:
-            raw.send_until_held(sid, message)
-            assert raw.h2.local_flow_control_window(sid) < len(message), f"{sid} is not held"
+        held = _hold_streams(raw, 2)
         third = raw.open(STREAM_INFER)
-        raw.send_until_held(third, message)
+        raw.send_until_held(third, grpc_message(_slow_12kb_request()))
         answer = raw.answers[third]
         assert answer.grpc_status == 8, answer.trailers
         assert "too many request bytes" in answer.grpc_message
         assert raw.call(LIVE, [grpc_message(b"")]).grpc_status == 0
         assert not any(raw.answers.get(sid, Answer()).finished for sid in held)
+
+
+def _hold_streams(raw: RawGrpc, count: int) -> list[int]:
+    """Open ``count`` ``ModelStreamInfer`` streams on ``raw``, each sent 12 KB requests to the
+    sleep model until the server holds it back; their stream ids."""
+    message = grpc_message(_slow_12kb_request())
+    streams = []
+    for _ in range(count):
+        sid = raw.open(STREAM_INFER)
+        raw.send_until_held(sid, message)
+        assert raw.h2.local_flow_control_window(sid) < len(message), f"{sid} is not held"
+        streams.append(sid)
+    return streams
 
 
 def test_stop_lets_a_running_call_finish_and_then_refuses_new_ones(
