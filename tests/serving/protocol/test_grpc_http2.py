@@ -428,12 +428,20 @@ def test_a_client_that_pings_without_reading_is_read_no_more(server: ServingProc
 
 
 @pytest.fixture
-def slow_server(tmp_path: Path) -> Any:
+def slow_server(tmp_path: Path) -> Iterator[ServingProcess]:
+    yield from _slow_server(tmp_path)
+
+
+@pytest.fixture
+def slow_server_1mib(tmp_path: Path) -> Iterator[ServingProcess]:
+    """At a 1 MiB message limit, a few streams to the sleep model reach the connection's bound on
+    held request bytes (8 MiB)."""
+    yield from _slow_server(tmp_path, max_request_bytes=MAX_REQUEST_BYTES)
+
+
+def _slow_server(tmp_path: Path, **overrides: Any) -> Iterator[ServingProcess]:
     dm.write_python_sleep(tmp_path, "sleep", max_batch_size=0, dims=(-1,), dynamic_batching=False)
-    # The 1 MiB message limit makes the connection's bound on held request bytes (8 MiB) one that
-    # a few streams to this model reach.
-    settings = folder_settings(tmp_path, drain_grace_s=0.0, grpc_transport=TRANSPORT,
-                               max_request_bytes=MAX_REQUEST_BYTES)  # fmt: skip
+    settings = folder_settings(tmp_path, drain_grace_s=0.0, grpc_transport=TRANSPORT, **overrides)
     process = ServingProcess(settings).start()
     yield process
     process.stop()
@@ -497,41 +505,41 @@ def test_two_streams_waiting_on_a_slow_model_leave_the_connections_window_to_the
         request.applymarker(
             pytest.mark.xfail(reason=H2CORN_SHARED_WINDOW, raises=AssertionError, strict=True)
         )
+    message = grpc_message(_slow_12kb_request())
     with RawGrpc("127.0.0.1", _port(slow_server)) as raw:
-        _hold_streams(raw, 2)
+        for _ in range(2):
+            sid = raw.open(STREAM_INFER)
+            raw.send_until_held(sid, message)
+            assert raw.h2.local_flow_control_window(sid) < len(message), f"{sid} is not held"
         assert raw.h2.outbound_flow_control_window >= 1 << 20
 
 
 def test_streams_held_back_by_a_slow_model_leave_their_connection_serving(
-    slow_server: ServingProcess,
+    slow_server_1mib: ServingProcess,
 ) -> None:
     # Streams to a model far slower than their clients send, on one connection that keeps to
-    # flow control: each holds its queue of untaken requests and the window it was given, about
-    # 3.4 MiB here, so the third takes the connection past its 8 MiB bound. That stream alone
-    # ends RESOURCE_EXHAUSTED (the connection used to be ended, failing every call on it); the
-    # first two go on, and so do the connection's other calls.
-    with RawGrpc("127.0.0.1", _port(slow_server)) as raw:
-        held = _hold_streams(raw, 2)
-        third = raw.open(STREAM_INFER)
-        raw.send_until_held(third, grpc_message(_slow_12kb_request()))
-        answer = raw.answers[third]
+    # flow control: each holds its queue of untaken requests (64 of 12 KB) and what was left of
+    # the window it was given (2-4 MiB, by when the client's window was last topped up), 2.8-4.8
+    # MiB in all, so the second or the third takes the connection past its 8 MiB bound. That
+    # stream alone ends RESOURCE_EXHAUSTED (the connection used to be ended, failing every call
+    # on it); the streams held before it go on, and so do the connection's other calls.
+    message = grpc_message(_slow_12kb_request())
+    with RawGrpc("127.0.0.1", _port(slow_server_1mib)) as raw:
+        held: list[int] = []
+        while True:
+            assert len(held) < 3, "no stream was refused"
+            sid = raw.open(STREAM_INFER)
+            raw.send_until_held(sid, message)
+            if sid in raw.answers and raw.answers[sid].finished:
+                break
+            assert raw.h2.local_flow_control_window(sid) < len(message), f"{sid} is not held"
+            held.append(sid)
+        answer = raw.answers[sid]
         assert answer.grpc_status == 8, answer.trailers
         assert "too many request bytes" in answer.grpc_message
+        assert held, "the first stream alone cannot pass the bound"
         assert raw.call(LIVE, [grpc_message(b"")]).grpc_status == 0
         assert not any(raw.answers.get(sid, Answer()).finished for sid in held)
-
-
-def _hold_streams(raw: RawGrpc, count: int) -> list[int]:
-    """Open ``count`` ``ModelStreamInfer`` streams on ``raw``, each sent 12 KB requests to the
-    sleep model until the server holds it back; their stream ids."""
-    message = grpc_message(_slow_12kb_request())
-    streams = []
-    for _ in range(count):
-        sid = raw.open(STREAM_INFER)
-        raw.send_until_held(sid, message)
-        assert raw.h2.local_flow_control_window(sid) < len(message), f"{sid} is not held"
-        streams.append(sid)
-    return streams
 
 
 def test_stop_lets_a_running_call_finish_and_then_refuses_new_ones(
