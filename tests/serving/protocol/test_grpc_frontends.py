@@ -19,7 +19,6 @@ import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.grpc.aio as grpcaio
-from tritonclient.grpc import service_pb2
 from tritonclient.utils import InferenceServerException
 
 from repository import demo_models as dm
@@ -46,6 +45,7 @@ from tests.serving.protocol.test_grpc import (
     fp32_input,
     open_stream_infer,
 )
+from tests.serving.protocol.test_grpc_http2 import _slow_12kb_request
 
 pytestmark = pytest.mark.embedded
 
@@ -192,11 +192,7 @@ def test_a_stream_waiting_on_a_slow_model_holds_up_no_other_call_on_its_connecti
     once the server holds the stream back, a unary call on the same channel is still answered at
     once. At h2corn's default windows the stream took its connection's whole receive window, and
     the call waited until the stream's backlog had run."""
-    request = service_pb2.ModelInferRequest(model_name="sleep")
-    request.inputs.add(name="INPUT0", datatype="FP32", shape=[3000])
-    request.raw_input_contents.append(np.ones(3000, dtype=np.float32).tobytes())
-    request.parameters["execute_delay_ms"].int64_param = 2000
-    payload, sent = request.SerializeToString(), [0]
+    payload, sent = _slow_12kb_request(2000), [0]
 
     def requests() -> Iterator[bytes]:
         for _ in range(2000):  # 24 MB: far more than the server takes before it holds them back

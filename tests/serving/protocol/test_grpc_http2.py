@@ -455,9 +455,9 @@ def _sleep_request(delay_ms: int) -> bytes:
     return request.SerializeToString()
 
 
-def _slow_12kb_request() -> bytes:
-    """A request of 12 KB (3,000 FP32 values) that keeps the sleep model busy for 5 s."""
-    request = service_pb2.ModelInferRequest.FromString(_sleep_request(5000))
+def _slow_12kb_request(delay_ms: int = 5000) -> bytes:
+    """A request of 12 KB (3,000 FP32 values) that keeps the sleep model busy for ``delay_ms``."""
+    request = service_pb2.ModelInferRequest.FromString(_sleep_request(delay_ms))
     request.inputs[0].shape[:] = [3000]
     request.raw_input_contents[0] = np.ones(3000, dtype=np.float32).tobytes()
     return request.SerializeToString()
