@@ -11,6 +11,7 @@ import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
+import gevent
 import numpy as np
 import pytest
 import tritonclient.http as httpclient
@@ -75,4 +76,7 @@ def _wait_until(predicate: Callable[[], bool], deadline_s: float = 60.0) -> None
     deadline = time.monotonic() + deadline_s
     while not predicate():
         assert time.monotonic() < deadline, f"not within {deadline_s} s"
-        time.sleep(0.01)
+        # NOTE: gevent's sleep, not time's: tritonclient's HTTP client sends async_infer from a
+        # greenlet, which runs only while this thread waits in gevent (a CI run saw the queue
+        # stay empty for 60 s: the requests had not gone out).
+        gevent.sleep(0.01)
