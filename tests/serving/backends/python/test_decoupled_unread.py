@@ -35,13 +35,15 @@ LIMIT = 4 * KiB * KiB
 RESPONSE_BYTES = 64 * KiB  # each response's OUT: 16,384 INT32 values
 MOST = 2000  # responses the model sends at most (125 MiB): far past the limit
 TIMEOUT_S = 1.0
+HELD_MS = 100  # a send held back this long waits for its client, not for the machine
 STREAM = "/inference.GRPCInferenceService/ModelStreamInfer"
 
 # IN = [n] streams n responses OUT = [i] * 16384 from a thread, as fast as it can, until the
 # client goes away or it has sent them all; a request with the parameter "report" and IN = [n]
 # waits for the run of n to end and answers [responses sent, whether it saw its request
-# cancelled, the longest one send took in ms] (each test floods a different n: the warm-up at
-# load floods n = 0).
+# cancelled, the longest one send took in ms]; one with "waiting" answers at once [how long the
+# run of n's send in progress has waited so far in ms, 0 between sends] (each test floods a
+# different n: the warm-up at load floods n = 0).
 FLOOD = textwrap.dedent("""\
     import json
     import threading
@@ -56,13 +58,15 @@ FLOOD = textwrap.dedent("""\
         def initialize(self, args):
             self.finished = threading.Condition()
             self.outcomes = {}  # n: [sent, cancelled, longest send in ms]
+            self.sending = {}  # n: when its send in progress began (None between sends)
 
         def flood(self, sender, n):
             sent = longest = 0
             while sent < n and not sender.is_cancelled():
                 out = pb_utils.Tensor("OUT", np.full(16384, sent, dtype=np.int32))
-                started = time.monotonic()
+                started = self.sending[n] = time.monotonic()
                 sender.send(pb_utils.InferenceResponse([out]))
+                self.sending[n] = None
                 longest = max(longest, time.monotonic() - started)
                 sent += 1
             with self.finished:
@@ -76,10 +80,20 @@ FLOOD = textwrap.dedent("""\
                 n = int(pb_utils.get_input_tensor_by_name(request, "IN").as_numpy()[0])
                 # NOTE: both from a thread: execute returns at once, so a report that comes
                 # before its flood does not hold the one instance the flood needs.
-                report = json.loads(request.parameters()).get("report")
-                work = self.report if report else self.flood
+                asked = json.loads(request.parameters())
+                work = self.flood
+                if asked.get("report"):
+                    work = self.report
+                elif asked.get("waiting"):
+                    work = self.waiting
                 threading.Thread(target=work, args=(sender, n)).start()
             return None
+
+        def waiting(self, sender, n):
+            started = self.sending.get(n)
+            waited = 0 if started is None else int((time.monotonic() - started) * 1000)
+            out = pb_utils.Tensor("OUT", np.array([waited], np.int32))
+            sender.send(pb_utils.InferenceResponse([out]), flags=FINAL)
 
         def report(self, sender, n):
             with self.finished:
@@ -125,12 +139,24 @@ def flood_request(n: int) -> bytes:
 def report(server: ServingProcess, n: int) -> list[int]:
     """[responses the flood of ``n`` sent, whether it saw its request cancelled, the longest
     one send took in ms]."""
+    return ask(server, n, "report")
+
+
+def send_waited_ms(server: ServingProcess, n: int) -> int:
+    """How long the flood of ``n``'s send in progress has waited so far (0 between sends)."""
+    return ask(server, n, "waiting")[0]
+
+
+def ask(server: ServingProcess, n: int, question: str) -> list[int]:
     answers: queue.SimpleQueue[Any] = queue.SimpleQueue()
-    with grpcclient.InferenceServerClient(server.grpc_url) as client:
+    # NOTE: a connection of its own: gRPC channels to one address share one by default, and
+    # the flood's unread answers may hold up the others on it (h2corn's writer queue).
+    own_connection = [("grpc.use_local_subchannel_pool", 1)]
+    with grpcclient.InferenceServerClient(server.grpc_url, channel_args=own_connection) as client:
         client.start_stream(callback=lambda result, error: answers.put((result, error)))
         tensor = grpcclient.InferInput("IN", [1], "INT32")
         tensor.set_data_from_numpy(np.array([n], dtype=np.int32))
-        client.async_stream_infer("flood", [tensor], parameters={"report": True})
+        client.async_stream_infer("flood", [tensor], parameters={question: True})
         result, error = answers.get(timeout=90)
         client.stop_stream()
     assert error is None, error
@@ -230,9 +256,21 @@ def test_a_client_that_reads_slowly_holds_the_model_back_and_gets_every_response
     n = 400  # 25 MiB in all, six times the limit, read over about 2 s
     before = ended_unread(server)
     answers: queue.SimpleQueue[Any] = queue.SimpleQueue()
+    waited_ms: list[int] = []
 
     def take(result: Any, error: Any) -> None:
-        time.sleep(0.005)  # NOTE: in the client's reading thread: it reads no faster than this
+        # NOTE: in the client's reading thread, so it reads no faster than this. At the first
+        # response it reads nothing more until the model's send has waited a while: pacing
+        # alone does not make it the slower side on a loaded machine, where the model may
+        # send no faster than it reads (a CI run saw no send wait over 7 ms). It must then
+        # read half of what waits within the 1 s timeout: 32 responses, well under 1 s.
+        if not waited_ms:
+            deadline = time.monotonic() + 30
+            waited_ms.append(0)
+            while waited_ms[0] < HELD_MS and time.monotonic() < deadline:
+                time.sleep(0.01)
+                waited_ms[0] = send_waited_ms(server, n)
+        time.sleep(0.005)
         answers.put((result, error))
 
     with grpcclient.InferenceServerClient(server.grpc_url) as client:
@@ -251,5 +289,7 @@ def test_a_client_that_reads_slowly_holds_the_model_back_and_gets_every_response
     assert values == list(range(n))
     sent, cancelled, longest_ms = report(server, n)
     assert (sent, cancelled) == (n, 0)
-    assert longest_ms >= 50  # its sends waited for the client (one takes well under 10 ms)
+    # Its sends waited for the client (one takes well under 10 ms when nothing holds it).
+    assert waited_ms[0] >= HELD_MS, "the model was never held back while its client lagged"
+    assert longest_ms >= HELD_MS
     assert ended_unread(server) == before
