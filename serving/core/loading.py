@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from serving.backends.base import ModelInstance
 from serving.core.model_spec import ModelSpec
-from serving.core.streaming import StreamItem
+from serving.core.streaming import StreamItem, UnreadResponses
 from serving.core.types import InferRequest, InferResponse
 from serving.errors import InvalidArgumentError, ServingError
 from serving.schedulers.base import Scheduler
@@ -30,7 +30,10 @@ WarmupFn = Callable[[ModelSpec, list[ModelInstance]], None]
 
 class InferHost(Protocol):
     """How an instance's thread runs requests on the server it is loaded in (the Python backend's
-    BLS); each call waits at most ``timeout_s`` for the next answer."""
+    BLS); each call waits at most ``timeout_s`` for the next answer. A stream's caller keeps to
+    ``unread_responses`` as a network client does."""
+
+    unread_responses: UnreadResponses
 
     def infer_from_thread(self, request: InferRequest, timeout_s: float) -> InferResponse: ...
 

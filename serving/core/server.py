@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import dataclasses
 import logging
-import queue
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator, Sequence
 from typing import Any, Protocol
 
 from serving.core.classification import classify
@@ -235,7 +235,7 @@ class InferenceServer:
             return response  # NOTE: the common case: what was asked is what came back
         return self._select_outputs(request, response, lv)
 
-    async def infer_stream(self, request: InferRequest) -> AsyncIterator[StreamItem]:
+    async def infer_stream(self, request: InferRequest) -> AsyncGenerator[StreamItem, None]:
         """Every response of one request, in order, each with whether it is the request's last.
 
         A decoupled model sends any number of responses (an item of None carries only the final
@@ -286,32 +286,39 @@ class InferenceServer:
 
     def stream_from_thread(self, request: InferRequest, timeout_s: float) -> Iterator[StreamItem]:
         """``infer_stream`` for a caller on another thread (a Python model's decoupled BLS
-        request): each item as it comes, waiting at most ``timeout_s`` for the next one."""
-        items: queue.SimpleQueue[StreamItem] = queue.SimpleQueue()
+        request): each item as the caller asks for it, waiting at most ``timeout_s`` for it.
 
-        async def pump() -> None:
+        NOTE: pulled one at a time, never pumped ahead: responses the caller has not asked for
+        wait in the request's ``ResponseStream``, which bounds them (``unread_responses``) and
+        holds the model back as it does for a network client."""
+        loop = self._running_loop()
+        items = self.infer_stream(request)
+
+        async def next_item() -> StreamItem:
             try:
-                async for item in self.infer_stream(request):
-                    items.put(item)
+                return await anext(items)
             except ServingError as error:
-                items.put((error, True))
+                return error, True
             except Exception as error:  # noqa: BLE001 - the caller gets it as the last item
-                items.put((InternalError(f"{type(error).__name__}: {error}"), True))
+                return InternalError(f"{type(error).__name__}: {error}"), True
 
-        future = asyncio.run_coroutine_threadsafe(pump(), self._running_loop())
+        ended = False  # the stream is over, or its last ``anext`` is cancelled (that ends it)
         try:
-            while True:
+            while not ended:
+                asked = asyncio.run_coroutine_threadsafe(next_item(), loop)
                 try:
-                    item = items.get(timeout=timeout_s)
-                except queue.Empty:
+                    item = asked.result(timeout_s)
+                except concurrent.futures.TimeoutError:
+                    ended = asked.cancel()  # the request stops with it
                     raise UnavailableError(
                         f"request for model '{request.model_name}' timed out after {timeout_s:g} s"
                     ) from None
+                ended = item[1]
                 yield item
-                if item[1]:
-                    return
         finally:
-            future.cancel()  # a no-op once the stream ended; else the request stops
+            if not ended:  # the caller stopped asking: the request stops
+                with contextlib.suppress(RuntimeError):  # the loop is closed: nothing runs
+                    asyncio.run_coroutine_threadsafe(items.aclose(), loop)
 
     def _running_loop(self) -> asyncio.AbstractEventLoop:
         loop = self._loop

@@ -90,7 +90,7 @@ class ResponseStream:
             return
         unread, nbytes = self._unread, 0
         if unread is not None:
-            nbytes = _waiting_size(item)
+            nbytes = response_size(item)
             # NOTE: a response is refused only while others wait (alone, it is already in memory
             # and its client is keeping up, so refusing it would save nothing), and a final item
             # never is (the model is done: nothing more will come).
@@ -164,7 +164,8 @@ class ResponseStream:
             self._hold_back(False)
 
 
-def _waiting_size(item: InferResponse | ServingError | None) -> int:
+def response_size(item: InferResponse | ServingError | None) -> int:
+    """The bytes one streamed item counts while it waits for its client."""
     if isinstance(item, InferResponse):
         return tensor_bytes(item.outputs) + RESPONSE_OVERHEAD_BYTES
     return RESPONSE_OVERHEAD_BYTES

@@ -9,14 +9,22 @@ Failures (unknown model, bad input) are answered as a response with an error, as
 Each answer comes within the request's own ``timeout`` (microseconds) or the config parameter
 ``bls_timeout_s`` (default 300), so a model that calls itself or a cycle of models fails the
 request instead of hanging forever.
+
+A decoupled request's caller is a client like any other: the responses posted to it that it has
+not taken from its iterator (the model's process says each time it takes one, ``taken``) are
+bounded by ``--max-unread-response-bytes``. Past it the next one waits here and the target's
+stream holds the target back; a caller that takes nothing for ``--unread-response-timeout-secs``
+while it waits gets an ``UNAVAILABLE`` error after what it has not taken, and the target's
+request is cancelled.
 """
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Generator
 from typing import Any
 
 import numpy as np
@@ -24,7 +32,7 @@ import numpy as np
 from serving.backends.python.channel import Channel, ChannelClosed, Tensors
 from serving.backends.python.error_codes import TRITON_CODES
 from serving.core.loading import InferHost
-from serving.core.streaming import StreamItem
+from serving.core.streaming import StreamItem, response_size
 from serving.core.types import InferRequest, InferResponse, RequestedOutput
 from serving.errors import ErrorCode, InternalError, ServingError, UnavailableError
 
@@ -35,6 +43,35 @@ _FLAG_START = 1
 _FLAG_END = 2
 
 
+class CallerWindow:
+    """The response bytes posted to a decoupled BLS request's caller that it has not taken."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit  # 0: no bound
+        self.unread = 0
+        self._sizes: collections.deque[int] = collections.deque()  # of each untaken response
+        self._changed = threading.Condition()
+
+    def make_room(self, nbytes: int, timeout_s: float) -> bool:
+        """Count ``nbytes`` about to be posted, once what the caller has not taken leaves room
+        for them (a response alone always has room); False when the caller took nothing for
+        ``timeout_s`` while this waited."""
+        with self._changed:
+            while self.limit and self.unread and self.unread + nbytes > self.limit:
+                if not self._changed.wait(timeout_s):  # woken by each response taken
+                    return False
+            self._sizes.append(nbytes)
+            self.unread += nbytes
+            return True
+
+    def taken(self) -> None:
+        """The caller took the oldest response posted to it."""
+        with self._changed:
+            if self._sizes:
+                self.unread -= self._sizes.popleft()
+            self._changed.notify_all()
+
+
 class BlsBridge:
     """Runs the BLS requests of one instance's model process."""
 
@@ -43,6 +80,9 @@ class BlsBridge:
         self.host = host
         self.timeout_s = timeout_s
         self._closed = False
+        # The open decoupled requests' windows, by the channel and call they came in on.
+        self._windows: dict[tuple[Channel, int], CallerWindow] = {}
+        self._windows_lock = threading.Lock()
 
     def submit(self, channel: Channel, payload: dict[str, Any], tensors: Tensors) -> None:
         """Answer one request on a thread of its own (called on the channel's reader thread,
@@ -61,23 +101,78 @@ class BlsBridge:
         """Take no more requests (the instance is unloading); running ones end on their own."""
         self._closed = True
 
+    def taken(self, channel: Channel, call: int) -> None:
+        """The model took a response of its decoupled request ``call`` (on the channel's reader
+        thread)."""
+        with self._windows_lock:
+            window = self._windows.get((channel, call))
+        if window is not None:
+            window.taken()
+
     def _answer(self, channel: Channel, payload: dict[str, Any], tensors: Tensors) -> None:
         call = payload["call"]
-        for item, final in self._results(payload, tensors):
-            result, outputs = _encoded(item)
-            result.update(call=call, final=final)
-            try:
-                channel.post("bls_result", result, outputs)
-            except TypeError as error:  # an output dtype shared memory cannot carry
-                result, outputs = _encoded(InternalError(str(error)))
-                result.update(call=call, final=True)
-                with contextlib.suppress(ChannelClosed):
-                    channel.post("bls_result", result, outputs)
-                return
-            except ChannelClosed:
-                return  # the model's process went away while its request ran
+        window = self._open_window(channel, call) if payload["decoupled"] else None
+        results = self._results(payload, tensors)
+        try:
+            for item, final in results:
+                if window is not None and not final and not self._room(window, item):
+                    item, final = self._caller_lagged(window), True
+                if not self._post(channel, call, item, final):
+                    return
+        finally:
+            results.close()  # NOTE: a stream left early stops its request
+            if window is not None:
+                with self._windows_lock:
+                    self._windows.pop((channel, call), None)
 
-    def _results(self, payload: dict[str, Any], tensors: Tensors) -> Iterator[StreamItem]:
+    def _open_window(self, channel: Channel, call: int) -> CallerWindow:
+        limit = self.host.unread_responses.limit if self.host is not None else 0
+        window = CallerWindow(limit)
+        with self._windows_lock:
+            self._windows[(channel, call)] = window
+        return window
+
+    def _room(self, window: CallerWindow, item: InferResponse | ServingError | None) -> bool:
+        """Wait until the caller has room for ``item``; False if it stopped taking responses."""
+        assert self.host is not None  # a window is opened only for a request that ran
+        nbytes = response_size(item)
+        return window.make_room(nbytes, self.host.unread_responses.timeout_s)
+
+    def _caller_lagged(self, window: CallerWindow) -> UnavailableError:
+        assert self.host is not None
+        logger.warning(
+            "model '%s' took none of the responses of a decoupled BLS request for %g s",
+            self.model_name,
+            self.host.unread_responses.timeout_s,
+        )
+        return UnavailableError(
+            f"model '{self.model_name}' did not take the responses of its decoupled BLS request: "
+            f"{window.unread} bytes waited past the limit of {window.limit} "
+            f"(--max-unread-response-bytes) for {self.host.unread_responses.timeout_s:g} s "
+            "(--unread-response-timeout-secs); the request was cancelled"
+        )
+
+    def _post(
+        self, channel: Channel, call: int, item: InferResponse | ServingError | None, final: bool
+    ) -> bool:
+        """Send one answer to the model; False once no more can go (the request is over)."""
+        result, outputs = _encoded(item)
+        result.update(call=call, final=final)
+        try:
+            channel.post("bls_result", result, outputs)
+        except TypeError as error:  # an output dtype shared memory cannot carry
+            result, outputs = _encoded(InternalError(str(error)))
+            result.update(call=call, final=True)
+            with contextlib.suppress(ChannelClosed):
+                channel.post("bls_result", result, outputs)
+            return False
+        except ChannelClosed:
+            return False  # the model's process went away while its request ran
+        return not final
+
+    def _results(
+        self, payload: dict[str, Any], tensors: Tensors
+    ) -> Generator[StreamItem, None, None]:
         """The answers to one request: one response, or a decoupled model's stream of them."""
         try:
             if self.host is None:

@@ -299,6 +299,8 @@ class PythonInstance(ModelInstance):
         """A message the model sent on its own (on the channel's reader thread)."""
         if kind == "bls":
             self._bls.submit(child.channel, payload, tensors)
+        elif kind == "bls_taken":
+            self._bls.taken(child.channel, payload["call"])
         elif kind == "response":
             self._stream_response(payload, tensors)
         else:

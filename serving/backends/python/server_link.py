@@ -9,6 +9,7 @@ stub's main thread stays free to run ``execute``.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import queue
@@ -63,8 +64,23 @@ class ServerLink:
         """Send a BLS request now; iterate over every response the target sends (a flag-only
         final one is not a response), waiting for each."""
         answers: queue.SimpleQueue[Answer] = queue.SimpleQueue()
-        self._send(request, answers, decoupled=True)
-        return _responses(answers)
+        call = self._send(request, answers, decoupled=True)
+        return self._responses(call, answers)
+
+    def _responses(
+        self, call: int, answers: queue.SimpleQueue[Answer]
+    ) -> Iterator[pb_utils.InferenceResponse]:
+        while True:
+            response, final = answers.get()
+            if not final:
+                # NOTE: the server posts more only while what this model has not taken fits
+                # its bound (``bls.py``), so responses do not pile up here unread.
+                with contextlib.suppress(ChannelClosed):  # the answers end with an error then
+                    self._channel.send("bls_taken", {"call": call})
+            if response is not None:
+                yield response
+            if final:
+                return
 
     def send(self, stream: int, response: pb_utils.InferenceResponse | None, flags: int) -> None:
         """One decoupled response (or only the final flag) for the request ``stream``; a
@@ -131,7 +147,8 @@ class ServerLink:
         waiter: Future[Answer] | queue.SimpleQueue[Answer],
         *,
         decoupled: bool,
-    ) -> None:
+    ) -> int:
+        """Post the request; its call id (its answers go to ``waiter``)."""
         call = next(self._ids)
         with self._lock:
             self._waiting[call] = waiter
@@ -155,6 +172,7 @@ class ServerLink:
         except (TypeError, ValueError) as error:  # a tensor shared memory cannot carry
             code = pb_utils.TritonError.INVALID_ARG
             self._resolve(call, (_error_response(str(error), code), True))
+        return call
 
     def _resolve(self, call: int, answer: Answer) -> None:
         with self._lock:
@@ -166,15 +184,6 @@ class ServerLink:
                 waiter.set_result(answer)
         elif waiter is not None:
             waiter.put(answer)
-
-
-def _responses(answers: queue.SimpleQueue[Answer]) -> Iterator[pb_utils.InferenceResponse]:
-    while True:
-        response, final = answers.get()
-        if response is not None:
-            yield response
-        if final:
-            return
 
 
 def _error_response(message: str, code: int = pb_utils.TritonError.INTERNAL) -> Any:

@@ -1,0 +1,150 @@
+"""A model's decoupled BLS request is bounded like a network client's stream: the responses the
+calling model has not taken from its iterator stay within ``--max-unread-response-bytes``, the
+target is held back meanwhile, and a caller that takes nothing for
+``--unread-response-timeout-secs`` gets an error after what it has not taken while the target's
+request is cancelled. (The network client's side is ``test_decoupled_unread.py``, whose flood
+model this reuses.)"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from repository import demo_models as dm
+from serving.core.streaming import RESPONSE_OVERHEAD_BYTES
+from serving.main import ServingProcess
+from tests.serving.backends.python.test_decoupled_unread import (
+    FLOOD,
+    FLOOD_CONFIG,
+    HELD_MS,
+    LIMIT,
+    RESPONSE_BYTES,
+    TIMEOUT_S,
+    report,
+)
+from tests.serving.harness import serving
+
+pytestmark = [pytest.mark.embedded, pytest.mark.timeout(180)]
+
+# IN = [n] asks the flood model for n responses through ``exec(decoupled=True)`` and takes them
+# as the parameter "mode" says. "slow": takes the first, then nothing more until the flood's send
+# has waited HELD_MS (at most 30 s), then the rest 5 ms apart. "stop": takes the first, then none
+# for three times the timeout, then the rest. OUT = [responses taken, whether their values came
+# in order, how long the flood's send had waited when the caller went on in ms]; MESSAGE = the
+# error the last one carried ("" if none).
+LAG = textwrap.dedent(f"""\
+    import json
+    import time
+    import numpy as np
+    import triton_python_backend_utils as pb_utils
+
+    HELD_MS = {HELD_MS}
+    PAUSE_S = {3 * TIMEOUT_S}
+
+
+    def flood(n, **parameters):
+        return pb_utils.InferenceRequest(
+            model_name="flood", inputs=[pb_utils.Tensor("IN", np.array([n], np.int32))],
+            requested_output_names=["OUT"], parameters=parameters).exec(decoupled=True)
+
+
+    def send_waited_ms(n):
+        [answer] = list(flood(n, waiting=True))
+        return int(pb_utils.get_output_tensor_by_name(answer, "OUT").as_numpy()[0])
+
+
+    class TritonPythonModel:
+        def execute(self, requests):
+            return [self.take(request) for request in requests]
+
+        def take(self, request):
+            n = int(pb_utils.get_input_tensor_by_name(request, "IN").as_numpy()[0])
+            mode = json.loads(request.parameters()).get("mode", "slow")  # the warm-up: n = 0
+            values, waited, message = [], 0, ""
+            for response in flood(n):
+                if response.has_error():
+                    message = response.error().message()
+                    continue
+                out = pb_utils.get_output_tensor_by_name(response, "OUT")
+                values.append(int(out.as_numpy()[0]))
+                if len(values) == 1 and mode == "slow":
+                    deadline = time.monotonic() + 30
+                    while waited < HELD_MS and time.monotonic() < deadline:
+                        time.sleep(0.01)
+                        waited = send_waited_ms(n)
+                elif len(values) == 1:
+                    time.sleep(PAUSE_S)
+                if mode == "slow":
+                    time.sleep(0.005)
+            in_order = int(values == list(range(len(values))))
+            return pb_utils.InferenceResponse([
+                pb_utils.Tensor("OUT", np.array([len(values), in_order, waited], np.int32)),
+                pb_utils.Tensor("MESSAGE", np.array([message.encode()], dtype=np.object_)),
+            ])
+""")
+
+LAG_CONFIG = """
+backend: "python" max_batch_size: 0
+input { name: "IN" data_type: TYPE_INT32 dims: [1] }
+output { name: "OUT" data_type: TYPE_INT32 dims: [3] }
+output { name: "MESSAGE" data_type: TYPE_STRING dims: [1] }
+instance_group { kind: KIND_CPU }
+"""
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServingProcess]:
+    repo: Path = tmp_path_factory.mktemp("bls-unread")
+    dm.write_python_model(repo, "flood", FLOOD, FLOOD_CONFIG)
+    dm.write_python_model(repo, "lag", LAG, LAG_CONFIG)
+    bounds = {"max_unread_response_bytes": LIMIT, "unread_response_timeout_s": TIMEOUT_S}
+    with serving(repo, **bounds) as process:
+        yield process
+
+
+def take_through_bls(server: ServingProcess, n: int, mode: str) -> tuple[list[int], str]:
+    """The lag model's OUT and MESSAGE for a flood of ``n`` taken in ``mode``."""
+    body = {
+        "inputs": [{"name": "IN", "shape": [1], "datatype": "INT32", "data": [n]}],
+        "parameters": {"mode": mode},
+    }
+    url = f"http://{server.http_url}/v2/models/lag/infer"
+    request = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST")
+    with urllib.request.urlopen(request, timeout=120) as response:
+        outputs: dict[str, Any] = {o["name"]: o["data"] for o in json.load(response)["outputs"]}
+    return outputs["OUT"], outputs["MESSAGE"][0]
+
+
+def test_a_model_that_takes_its_bls_responses_slowly_holds_the_target_back_and_gets_them_all(
+    server: ServingProcess,
+) -> None:
+    n = 400  # 25 MiB in all, six times the limit
+    (taken, in_order, waited_ms), message = take_through_bls(server, n, "slow")
+    assert message == ""
+    assert (taken, in_order) == (n, 1)
+    # The flood's send waited for the caller (one takes well under 10 ms when nothing holds it).
+    assert waited_ms >= HELD_MS, "the target was never held back while its BLS caller lagged"
+    sent, cancelled, longest_ms = report(server, n)
+    assert (sent, cancelled) == (n, 0)
+    assert longest_ms >= HELD_MS
+
+
+def test_a_model_that_stops_taking_its_bls_responses_gets_an_error_and_the_target_stops(
+    server: ServingProcess,
+) -> None:
+    n = 2000  # 125 MiB: far past the limit
+    (taken, in_order, _), message = take_through_bls(server, n, "stop")
+    assert in_order == 1
+    # What waited for the caller (its bound, a response alone past it), then the error.
+    assert LIMIT // (RESPONSE_BYTES + RESPONSE_OVERHEAD_BYTES) <= taken < n // 2
+    assert "model 'lag' did not take the responses of its decoupled BLS request" in message
+    assert f"limit of {LIMIT} (--max-unread-response-bytes) for 1 s" in message
+    sent, cancelled, _ = report(server, n)
+    assert cancelled == 1
+    assert sent < n // 2  # the flood was held back, then cancelled, not left to send it all
