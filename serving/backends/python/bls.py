@@ -147,8 +147,9 @@ class BlsBridge:
         )
         return UnavailableError(
             f"model '{self.model_name}' did not take the responses of its decoupled BLS request: "
-            f"{window.unread} bytes waited past the limit of {window.limit} "
-            f"(--max-unread-response-bytes) for {self.host.unread_responses.timeout_s:g} s "
+            f"the {window.unread} bytes it had not taken left the next response no room within "
+            f"the limit of {window.limit} (--max-unread-response-bytes) for "
+            f"{self.host.unread_responses.timeout_s:g} s "
             "(--unread-response-timeout-secs); the request was cancelled"
         )
 
