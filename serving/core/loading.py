@@ -41,6 +41,8 @@ class InferHost(Protocol):
         self, request: InferRequest, timeout_s: float
     ) -> Iterator[StreamItem]: ...
 
+    def cancel_from_thread(self, request: InferRequest) -> None: ...
+
 
 @runtime_checkable
 class CallsOtherModels(Protocol):

@@ -45,6 +45,7 @@ from serving.core.signature import check_request
 from serving.core.streaming import ResponseStream, StreamItem, UnreadResponses
 from serving.core.types import InferRequest, InferResponse
 from serving.errors import (
+    CancelledError,
     InternalError,
     InvalidArgumentError,
     NotFoundError,
@@ -319,6 +320,20 @@ class InferenceServer:
             if not ended:  # the caller stopped asking: the request stops
                 with contextlib.suppress(RuntimeError):  # the loop is closed: nothing runs
                     asyncio.run_coroutine_threadsafe(items.aclose(), loop)
+
+    def cancel_from_thread(self, request: InferRequest) -> None:
+        """A caller on another thread gives up on the streamed ``request`` (a Python model
+        cancelling its decoupled BLS request): it ends ``CANCELLED`` after the responses already
+        waiting, and its model sees it cancelled. Before its stream has begun, nothing happens."""
+
+        def cancel() -> None:
+            if request.responses is not None:
+                request.responses.end(
+                    CancelledError("the request was cancelled by the model that sent it")
+                )
+
+        with contextlib.suppress(UnavailableError, RuntimeError):  # not running: nothing to end
+            self._running_loop().call_soon_threadsafe(cancel)
 
     def _running_loop(self) -> asyncio.AbstractEventLoop:
         loop = self._loop

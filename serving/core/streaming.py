@@ -134,17 +134,26 @@ class ResponseStream:
             f"{self.waiting_bytes} bytes still waiting"
         )
 
+    def end(self, error: ServingError) -> None:
+        """End the request now (on the loop): ``error`` is its last item, after the responses
+        already waiting; nothing the model sends after it is read, and the model is told the
+        request was cancelled."""
+        if self._closed:
+            return
+        self._closed = True
+        self._queue.put_nowait((error, True, 0))
+        self.cancel()
+
     def _end(self, why: str) -> None:
         """End the request for a client that does not read: an error after what waits."""
         assert self._unread is not None
         self._unread.ended += 1
-        self._closed = True
-        error = UnavailableError(
-            f"the client of a streamed request for model '{self._model_name}' did not read its "
-            f"responses: {why}; the request was cancelled"
+        self.end(
+            UnavailableError(
+                f"the client of a streamed request for model '{self._model_name}' did not read "
+                f"its responses: {why}; the request was cancelled"
+            )
         )
-        self._queue.put_nowait((error, True, 0))
-        self.cancel()
 
     async def items(self) -> AsyncIterator[StreamItem]:
         """Every item up to and including the final one."""

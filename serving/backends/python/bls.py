@@ -49,6 +49,8 @@ class CallerWindow:
     def __init__(self, limit: int) -> None:
         self.limit = limit  # 0: no bound
         self.unread = 0
+        self.request: InferRequest | None = None  # once built
+        self.cancelled = False  # the caller cancelled the request (``ResponseIterator.cancel``)
         self._sizes: collections.deque[int] = collections.deque()  # of each untaken response
         self._changed = threading.Condition()
 
@@ -58,6 +60,8 @@ class CallerWindow:
         ``timeout_s`` while this waited."""
         with self._changed:
             while self.limit and self.unread and self.unread + nbytes > self.limit:
+                if self.cancelled:  # what is left goes: the request's end is near
+                    break
                 if not self._changed.wait(timeout_s):  # woken by each response taken
                     return False
             self._sizes.append(nbytes)
@@ -69,6 +73,11 @@ class CallerWindow:
         with self._changed:
             if self._sizes:
                 self.unread -= self._sizes.popleft()
+            self._changed.notify_all()
+
+    def cancel(self) -> None:
+        with self._changed:
+            self.cancelled = True
             self._changed.notify_all()
 
 
@@ -109,16 +118,33 @@ class BlsBridge:
         if window is not None:
             window.taken()
 
+    def cancel(self, channel: Channel, call: int) -> None:
+        """The model cancelled its decoupled request ``call`` (on the channel's reader thread):
+        the request ends ``CANCELLED`` after the responses already on their way."""
+        with self._windows_lock:
+            window = self._windows.get((channel, call))
+        if window is not None:
+            window.cancel()
+            self._cancel_request(window)
+
+    def _cancel_request(self, window: CallerWindow) -> None:
+        if self.host is not None and window.request is not None:
+            self.host.cancel_from_thread(window.request)
+
     def _answer(self, channel: Channel, payload: dict[str, Any], tensors: Tensors) -> None:
         call = payload["call"]
         window = self._open_window(channel, call) if payload["decoupled"] else None
-        results = self._results(payload, tensors)
+        results = self._results(payload, tensors, window)
         try:
             for item, final in results:
                 if window is not None and not final and not self._room(window, item):
                     item, final = self._caller_lagged(window), True
                 if not self._post(channel, call, item, final):
                     return
+                if window is not None and window.cancelled:
+                    # NOTE: again after each response: a cancel that came before the stream
+                    # began found nothing to end.
+                    self._cancel_request(window)
         finally:
             results.close()  # NOTE: a stream left early stops its request
             if window is not None:
@@ -172,7 +198,7 @@ class BlsBridge:
         return not final
 
     def _results(
-        self, payload: dict[str, Any], tensors: Tensors
+        self, payload: dict[str, Any], tensors: Tensors, window: CallerWindow | None
     ) -> Generator[StreamItem, None, None]:
         """The answers to one request: one response, or a decoupled model's stream of them."""
         try:
@@ -181,6 +207,8 @@ class BlsBridge:
                     f"model '{self.model_name}' does not run inside a server: BLS is unavailable"
                 )
             request, timeout_s = self._request(payload, tensors)
+            if window is not None:
+                window.request = request
             if payload["decoupled"]:
                 yield from self.host.stream_from_thread(request, timeout_s)
             else:

@@ -301,6 +301,8 @@ class PythonInstance(ModelInstance):
             self._bls.submit(child.channel, payload, tensors)
         elif kind == "bls_taken":
             self._bls.taken(child.channel, payload["call"])
+        elif kind == "bls_cancel":
+            self._bls.cancel(child.channel, payload["call"])
         elif kind == "response":
             self._stream_response(payload, tensors)
         else:

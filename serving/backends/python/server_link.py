@@ -14,7 +14,6 @@ import itertools
 import json
 import queue
 import threading
-from collections.abc import Iterator
 from concurrent.futures import Future
 from typing import Any
 
@@ -60,27 +59,17 @@ class ServerLink:
         self._send(request, future, decoupled=False)
         return future
 
-    def stream(self, request: pb_utils.InferenceRequest) -> Iterator[pb_utils.InferenceResponse]:
+    def stream(self, request: pb_utils.InferenceRequest) -> ResponseIterator:
         """Send a BLS request now; iterate over every response the target sends (a flag-only
         final one is not a response), waiting for each."""
         answers: queue.SimpleQueue[Answer] = queue.SimpleQueue()
         call = self._send(request, answers, decoupled=True)
-        return self._responses(call, answers)
+        return ResponseIterator(self, call, answers)
 
-    def _responses(
-        self, call: int, answers: queue.SimpleQueue[Answer]
-    ) -> Iterator[pb_utils.InferenceResponse]:
-        while True:
-            response, final = answers.get()
-            if not final:
-                # NOTE: the server posts more only while what this model has not taken fits
-                # its bound (``bls.py``), so responses do not pile up here unread.
-                with contextlib.suppress(ChannelClosed):  # the answers end with an error then
-                    self._channel.send("bls_taken", {"call": call})
-            if response is not None:
-                yield response
-            if final:
-                return
+    def tell(self, kind: str, call: int) -> None:
+        """Tell the server about the decoupled request ``call`` (``bls_taken``, ``bls_cancel``)."""
+        with contextlib.suppress(ChannelClosed):  # its answers end with an error then
+            self._channel.send(kind, {"call": call})
 
     def send(self, stream: int, response: pb_utils.InferenceResponse | None, flags: int) -> None:
         """One decoupled response (or only the final flag) for the request ``stream``; a
@@ -184,6 +173,38 @@ class ServerLink:
                 waiter.set_result(answer)
         elif waiter is not None:
             waiter.put(answer)
+
+
+class ResponseIterator:
+    """The responses of a decoupled BLS request as they arrive (``exec(decoupled=True)``), as
+    Triton's ``ResponseIterator``: ``cancel()`` ends the request early."""
+
+    def __init__(self, link: ServerLink, call: int, answers: queue.SimpleQueue[Answer]) -> None:
+        self._link = link
+        self._call = call
+        self._answers = answers
+        self._finished = False
+
+    def __iter__(self) -> ResponseIterator:
+        return self
+
+    def __next__(self) -> pb_utils.InferenceResponse:
+        while not self._finished:
+            response, final = self._answers.get()
+            self._finished = final
+            if not final:
+                # NOTE: the server posts more only while what this model has not taken fits
+                # its bound (``bls.py``), so responses do not pile up here unread.
+                self._link.tell("bls_taken", self._call)
+            if response is not None:
+                return response
+        raise StopIteration
+
+    def cancel(self) -> None:
+        """End the request: its model sees it cancelled, and after the responses already on
+        their way comes one with a ``CANCELLED`` error."""
+        if not self._finished:
+            self._link.tell("bls_cancel", self._call)
 
 
 def _error_response(message: str, code: int = pb_utils.TritonError.INTERNAL) -> Any:

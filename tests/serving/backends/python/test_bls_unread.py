@@ -2,8 +2,8 @@
 calling model has not taken from its iterator stay within ``--max-unread-response-bytes``, the
 target is held back meanwhile, and a caller that takes nothing for
 ``--unread-response-timeout-secs`` gets an error after what it has not taken while the target's
-request is cancelled. (The network client's side is ``test_decoupled_unread.py``, whose flood
-model this reuses.)"""
+request is cancelled; a caller that cancels (``ResponseIterator.cancel()``) ends it at once.
+(The network client's side is ``test_decoupled_unread.py``, whose flood model this reuses.)"""
 
 from __future__ import annotations
 
@@ -35,9 +35,10 @@ pytestmark = [pytest.mark.embedded, pytest.mark.timeout(180)]
 # IN = [n] asks the flood model for n responses through ``exec(decoupled=True)`` and takes them
 # as the parameter "mode" says. "slow": takes the first, then nothing more until the flood's send
 # has waited HELD_MS (at most 30 s), then the rest 5 ms apart. "stop": takes the first, then none
-# for three times the timeout, then the rest. OUT = [responses taken, whether their values came
-# in order, how long the flood's send had waited when the caller went on in ms]; MESSAGE = the
-# error the last one carried ("" if none).
+# for three times the timeout, then the rest. "cancel": takes the first, cancels the request
+# (``ResponseIterator.cancel()``), then takes the rest. OUT = [responses taken, whether their
+# values came in order, how long the flood's send had waited when the caller went on in ms];
+# MESSAGE = the error the last one carried ("" if none).
 LAG = textwrap.dedent(f"""\
     import json
     import time
@@ -67,7 +68,8 @@ LAG = textwrap.dedent(f"""\
             n = int(pb_utils.get_input_tensor_by_name(request, "IN").as_numpy()[0])
             mode = json.loads(request.parameters()).get("mode", "slow")  # the warm-up: n = 0
             values, waited, message = [], 0, ""
-            for response in flood(n):
+            responses = flood(n)
+            for response in responses:
                 if response.has_error():
                     message = response.error().message()
                     continue
@@ -78,6 +80,8 @@ LAG = textwrap.dedent(f"""\
                     while waited < HELD_MS and time.monotonic() < deadline:
                         time.sleep(0.01)
                         waited = send_waited_ms(n)
+                elif len(values) == 1 and mode == "cancel":
+                    responses.cancel()
                 elif len(values) == 1:
                     time.sleep(PAUSE_S)
                 if mode == "slow":
@@ -145,6 +149,24 @@ def test_a_model_that_stops_taking_its_bls_responses_gets_an_error_and_the_targe
     assert LIMIT // (RESPONSE_BYTES + RESPONSE_OVERHEAD_BYTES) <= taken < n // 2
     assert "model 'lag' did not take the responses of its decoupled BLS request" in message
     assert f"limit of {LIMIT} (--max-unread-response-bytes) for 1 s" in message
+    assert_cancelled_early(server, n)
+
+
+def test_a_model_that_cancels_its_bls_request_ends_it_and_the_target_stops(
+    server: ServingProcess,
+) -> None:
+    n = 3000  # 188 MiB: far past the limit
+    (taken, in_order, _), message = take_through_bls(server, n, "cancel")
+    assert in_order == 1
+    # The responses already on their way, then the end: no waiting for a timeout.
+    assert taken < n // 2
+    assert message == "the request was cancelled by the model that sent it"
+    assert_cancelled_early(server, n)
+
+
+def assert_cancelled_early(server: ServingProcess, n: int) -> None:
+    """The flood of ``n`` saw its request cancelled before it had sent half: it was held back,
+    then cancelled, not left to send it all."""
     sent, cancelled, _ = report(server, n)
     assert cancelled == 1
-    assert sent < n // 2  # the flood was held back, then cancelled, not left to send it all
+    assert sent < n // 2
