@@ -76,6 +76,7 @@ class CallerWindow:
             self._changed.notify_all()
 
     def cancel(self) -> None:
+        """The caller cancelled: what is left goes without waiting for room."""
         with self._changed:
             self.cancelled = True
             self._changed.notify_all()
@@ -160,7 +161,7 @@ class BlsBridge:
 
     def _room(self, window: CallerWindow, item: InferResponse | ServingError | None) -> bool:
         """Wait until the caller has room for ``item``; False if it stopped taking responses."""
-        assert self.host is not None  # a window is opened only for a request that ran
+        assert self.host is not None  # without one, the only answer is a final error
         nbytes = response_size(item)
         return window.make_room(nbytes, self.host.unread_responses.timeout_s)
 
