@@ -43,6 +43,8 @@ class InferHost(Protocol):
 
     def cancel_from_thread(self, request: InferRequest) -> None: ...
 
+    def end_unread_from_thread(self, request: InferRequest, why: str) -> None: ...
+
 
 @runtime_checkable
 class CallsOtherModels(Protocol):

@@ -325,15 +325,30 @@ class InferenceServer:
         """A caller on another thread gives up on the streamed ``request`` (a Python model
         cancelling its decoupled BLS request): it ends ``CANCELLED`` after the responses already
         waiting, and its model sees it cancelled. Before its stream has begun, nothing happens."""
+        self._on_stream_from_thread(
+            request,
+            lambda stream: stream.end(
+                CancelledError("the request was cancelled by the model that sent it")
+            ),
+        )
 
-        def cancel() -> None:
+    def end_unread_from_thread(self, request: InferRequest, why: str) -> None:
+        """A caller on another thread stopped taking the streamed ``request``'s responses (a
+        Python model lagging behind its decoupled BLS request): it ends as for a network client
+        that does not read, counted once in the metrics (``ResponseStream.end_unread``)."""
+        self._on_stream_from_thread(request, lambda stream: stream.end_unread(why))
+
+    def _on_stream_from_thread(
+        self, request: InferRequest, act: Callable[[ResponseStream], None]
+    ) -> None:
+        """Run ``act`` on ``request``'s stream on the loop, once it has one."""
+
+        def run() -> None:
             if request.responses is not None:
-                request.responses.end(
-                    CancelledError("the request was cancelled by the model that sent it")
-                )
+                act(request.responses)
 
         with contextlib.suppress(UnavailableError, RuntimeError):  # not running: nothing to end
-            self._running_loop().call_soon_threadsafe(cancel)
+            self._running_loop().call_soon_threadsafe(run)
 
     def _running_loop(self) -> asyncio.AbstractEventLoop:
         loop = self._loop

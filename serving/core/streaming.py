@@ -96,7 +96,7 @@ class ResponseStream:
             # never is (the model is done: nothing more will come).
             too_much = self.waiting_bytes + nbytes > 2 * unread.limit
             if too_much and self.waiting_bytes and not final:
-                self._end(
+                self.end_unread(
                     f"{self.waiting_bytes} bytes were waiting and the next {nbytes} would pass "
                     f"twice the limit of {unread.limit} (--max-unread-response-bytes)"
                 )
@@ -128,7 +128,7 @@ class ResponseStream:
         self._stall = None
         if self._closed:  # the model has finished: what waits is all it will hold
             return
-        self._end(
+        self.end_unread(
             f"they waited past the limit of {self._unread.limit} (--max-unread-response-bytes) "
             f"for {self._unread.timeout_s:g} s (--unread-response-timeout-secs), "
             f"{self.waiting_bytes} bytes still waiting"
@@ -144,9 +144,13 @@ class ResponseStream:
         self._queue.put_nowait((error, True, 0))
         self.cancel()
 
-    def _end(self, why: str) -> None:
-        """End the request for a client that does not read: an error after what waits."""
-        assert self._unread is not None
+    def end_unread(self, why: str) -> None:
+        """End the request for a client that does not read (on the loop): an error after what
+        waits, counted in ``UnreadResponses.ended``. A request already ended, or whose client
+        has gone, is left as it is and not counted, so two reasons to end one request (this
+        stream's stall and a BLS caller's lag, ``bls.py``) count it once."""
+        if self._unread is None or self._closed or self.cancelled:
+            return
         self._unread.ended += 1
         self.end(
             UnavailableError(

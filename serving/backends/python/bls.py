@@ -15,7 +15,7 @@ not taken from its iterator (the model's process says each time it takes one, ``
 bounded by ``--max-unread-response-bytes``. Past it the next one waits here and the target's
 stream holds the target back; a caller that takes nothing for ``--unread-response-timeout-secs``
 while it waits gets an ``UNAVAILABLE`` error after what it has not taken, and the target's
-request is cancelled.
+request is ended as for a network client that does not read (and counted with them).
 """
 
 from __future__ import annotations
@@ -167,16 +167,19 @@ class BlsBridge:
 
     def _caller_lagged(self, window: CallerWindow) -> UnavailableError:
         assert self.host is not None
+        timeout_s = self.host.unread_responses.timeout_s
         logger.warning(
             "model '%s' took none of the responses of a decoupled BLS request for %g s",
             self.model_name,
-            self.host.unread_responses.timeout_s,
+            timeout_s,
         )
+        if window.request is not None:  # NOTE: ended here, so the metrics count it
+            why = f"model '{self.model_name}' (its BLS caller) took none for {timeout_s:g} s"
+            self.host.end_unread_from_thread(window.request, why)
         return UnavailableError(
             f"model '{self.model_name}' did not take the responses of its decoupled BLS request: "
             f"the {window.unread} bytes it had not taken left the next response no room within "
-            f"the limit of {window.limit} (--max-unread-response-bytes) for "
-            f"{self.host.unread_responses.timeout_s:g} s "
+            f"the limit of {window.limit} (--max-unread-response-bytes) for {timeout_s:g} s "
             "(--unread-response-timeout-secs); the request was cancelled"
         )
 

@@ -213,6 +213,24 @@ async def test_the_model_is_told_once_when_the_client_also_leaves() -> None:
     assert model.heard == ["hold", "cancel"]
 
 
+async def test_a_request_ended_for_two_reasons_or_after_its_client_left_is_counted_once() -> None:
+    unread = UnreadResponses(limit=4 * ONE)
+    stream = ResponseStream(unread, "flood")
+    model = Model(stream)
+    stream.put(response(0), final=False)
+    await settle()
+    stream.end_unread("a BLS caller took none")  # what a lagging BLS caller's bridge does
+    stream.end_unread("held back for the timeout")  # the stream's own stall, after it
+    assert unread.ended == 1 and model.heard == ["cancel"]
+    items = await read_all(stream)
+    assert len(items) == 2
+    assert_ended(items[1], "a BLS caller took none")
+    gone = ResponseStream(unread, "flood")
+    gone.cancel()  # its client left: not a client that does not read
+    gone.end_unread("held back for the timeout")
+    assert unread.ended == 1
+
+
 def test_the_defaults_and_what_is_refused() -> None:
     settings = ServingSettings(model_repository="/models")
     assert settings.max_unread_response_bytes == settings.max_request_bytes == 64 * KiB * KiB

@@ -26,6 +26,7 @@ from tests.serving.backends.python.test_decoupled_unread import (
     LIMIT,
     RESPONSE_BYTES,
     TIMEOUT_S,
+    ended_unread,
     report,
 )
 from tests.serving.harness import serving
@@ -143,6 +144,7 @@ def test_a_model_that_stops_taking_its_bls_responses_gets_an_error_and_the_targe
     server: ServingProcess,
 ) -> None:
     n = 2000  # 125 MiB: far past the limit
+    before = ended_unread(server)
     (taken, in_order, _), message = take_through_bls(server, n, "stop")
     assert in_order == 1
     # What waited for the caller (its bound, a response alone past it), then the error.
@@ -150,6 +152,9 @@ def test_a_model_that_stops_taking_its_bls_responses_gets_an_error_and_the_targe
     assert "model 'lag' did not take the responses of its decoupled BLS request" in message
     assert f"limit of {LIMIT} (--max-unread-response-bytes) for 1 s" in message
     assert_cancelled_early(server, n)
+    # Counted as any stream ended for a client that does not read, and once: the target's own
+    # stream, held back as long, may reach its end first.
+    assert ended_unread(server) == before + 1
 
 
 def test_a_model_that_cancels_its_bls_request_ends_it_and_the_target_stops(
