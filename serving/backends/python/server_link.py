@@ -52,6 +52,10 @@ class ServerLink:
         # Streams whose client lags: their responses wait in ``send`` until it catches up.
         self._held_back: set[int] = set()
         self._flow = threading.Condition()
+        # Decoupled requests whose iterator the model dropped unfinished, to cancel (a thread of
+        # their own sends it: a finalizer must not send on the channel itself, below).
+        self._dropped: queue.SimpleQueue[int] = queue.SimpleQueue()
+        self._canceller: threading.Thread | None = None
 
     def infer(self, request: pb_utils.InferenceRequest) -> Future[Answer]:
         """Send a BLS request; the future resolves to its response (errors included, as Triton)."""
@@ -64,12 +68,34 @@ class ServerLink:
         final one is not a response), waiting for each."""
         answers: queue.SimpleQueue[Answer] = queue.SimpleQueue()
         call = self._send(request, answers, decoupled=True)
+        self._start_canceller()
         return ResponseIterator(self, call, answers)
 
     def tell(self, kind: str, call: int) -> None:
         """Tell the server about the decoupled request ``call`` (``bls_taken``, ``bls_cancel``)."""
         with contextlib.suppress(ChannelClosed):  # its answers end with an error then
             self._channel.send(kind, {"call": call})
+
+    def dropped(self, call: int) -> None:
+        """The model dropped the iterator of the unfinished decoupled request ``call``: it is
+        cancelled, as gRPC's client cancels a call whose iterator is collected.
+
+        NOTE: called from a finalizer, which may run on any thread at any allocation, that
+        thread perhaps inside ``Channel.send`` holding its lock; so only a reentrant-safe
+        ``SimpleQueue.put`` here, and the canceller thread sends."""
+        self._dropped.put(call)
+
+    def _start_canceller(self) -> None:
+        with self._lock:
+            if self._canceller is None:
+                self._canceller = threading.Thread(
+                    target=self._cancel_dropped, name="bls-canceller", daemon=True
+                )
+                self._canceller.start()
+
+    def _cancel_dropped(self) -> None:
+        while True:
+            self.tell("bls_cancel", self._dropped.get())
 
     def send(self, stream: int, response: pb_utils.InferenceResponse | None, flags: int) -> None:
         """One decoupled response (or only the final flag) for the request ``stream``; a
@@ -177,13 +203,15 @@ class ServerLink:
 
 class ResponseIterator:
     """The responses of a decoupled BLS request as they arrive (``exec(decoupled=True)``), as
-    Triton's ``ResponseIterator``: ``cancel()`` ends the request early."""
+    Triton's ``ResponseIterator``: ``cancel()`` ends the request early, and so does dropping
+    the iterator before its end (Triton's instead waits there for every response)."""
 
     def __init__(self, link: ServerLink, call: int, answers: queue.SimpleQueue[Answer]) -> None:
         self._link = link
         self._call = call
         self._answers = answers
         self._finished = False
+        self._cancelled = False
 
     def __iter__(self) -> ResponseIterator:
         return self
@@ -203,8 +231,13 @@ class ResponseIterator:
     def cancel(self) -> None:
         """End the request: its model sees it cancelled, and after the responses already on
         their way comes one with a ``CANCELLED`` error."""
-        if not self._finished:
+        if not self._finished and not self._cancelled:
+            self._cancelled = True
             self._link.tell("bls_cancel", self._call)
+
+    def __del__(self) -> None:
+        if not self._finished and not self._cancelled:
+            self._link.dropped(self._call)
 
 
 def _error_response(message: str, code: int = pb_utils.TritonError.INTERNAL) -> Any:

@@ -2,7 +2,8 @@
 calling model has not taken from its iterator stay within ``--max-unread-response-bytes``, the
 target is held back meanwhile, and a caller that takes nothing for
 ``--unread-response-timeout-secs`` gets an error after what it has not taken while the target's
-request is cancelled; a caller that cancels (``ResponseIterator.cancel()``) ends it at once.
+request is cancelled; a caller that cancels (``ResponseIterator.cancel()``), or drops the
+iterator unfinished, ends it at once.
 (The network client's side is ``test_decoupled_unread.py``, whose flood model this reuses.)"""
 
 from __future__ import annotations
@@ -37,7 +38,8 @@ pytestmark = [pytest.mark.embedded, pytest.mark.timeout(180)]
 # as the parameter "mode" says. "slow": takes the first, then nothing more until the flood's send
 # has waited HELD_MS (at most 30 s), then the rest 5 ms apart. "stop": takes the first, then none
 # for three times the timeout, then the rest. "cancel": takes the first, cancels the request
-# (``ResponseIterator.cancel()``), then takes the rest. OUT = [responses taken, whether their
+# (``ResponseIterator.cancel()``), then takes the rest. "drop": takes the first and returns,
+# dropping the iterator unfinished. OUT = [responses taken, whether their
 # values came in order, how long the flood's send had waited when the caller went on in ms];
 # MESSAGE = the error the last one carried ("" if none).
 LAG = textwrap.dedent(f"""\
@@ -83,6 +85,8 @@ LAG = textwrap.dedent(f"""\
                         waited = send_waited_ms(n)
                 elif len(values) == 1 and mode == "cancel":
                     responses.cancel()
+                elif len(values) == 1 and mode == "drop":
+                    break  # and returns: the iterator goes with this frame
                 elif len(values) == 1:
                     time.sleep(PAUSE_S)
                 if mode == "slow":
@@ -167,6 +171,19 @@ def test_a_model_that_cancels_its_bls_request_ends_it_and_the_target_stops(
     assert taken < n // 2
     assert message == "the request was cancelled by the model that sent it"
     assert_cancelled_early(server, n)
+
+
+def test_a_model_that_drops_its_bls_iterator_unfinished_ends_the_request_at_once(
+    server: ServingProcess,
+) -> None:
+    n = 3000  # 188 MiB: far past the limit
+    before = ended_unread(server)
+    (taken, in_order, _), message = take_through_bls(server, n, "drop")
+    assert (taken, in_order, message) == (1, 1, "")
+    assert_cancelled_early(server, n)
+    # Cancelled when dropped, not left to fill the caller's bound and end at the timeout as a
+    # caller that lags (which the metrics count).
+    assert ended_unread(server) == before
 
 
 def assert_cancelled_early(server: ServingProcess, n: int) -> None:
