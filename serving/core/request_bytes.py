@@ -7,7 +7,9 @@ served past it is refused before it is queued, and the others go on: HTTP 503 wi
 ``Retry-After``, gRPC ``UNAVAILABLE`` (in-band on a ``ModelStreamInfer`` stream, which stays
 open). An HTTP request counts its body; a gRPC request its decoded inputs (a large request's
 tensors are views of the message it came in: the same bytes), and a unary call's message its
-declared length while it arrives (``serving.protocol.grpc.arriving``). The count lives on the
+declared length while it arrives (``serving.protocol.grpc.arriving``). Where an answer waits
+for its client under the server's own flow control (HTTP's, a ``ModelStreamInfer`` stream's
+queue), its outputs count too until it has gone (``hold_outputs``). The count lives on the
 server, so HTTP and gRPC, in-process or behind front-ends, share one budget. Requests a model sends
 itself (BLS) and an ensemble's steps are not counted again: their bytes are the counted
 request's doing.
@@ -50,6 +52,17 @@ class RequestBytesBudget:
     def take_inputs(self, inputs: Mapping[str, np.ndarray[Any, Any]]) -> int:
         """``take`` for a decoded request's inputs, not counted at all with no budget."""
         return self.take(tensor_bytes(inputs)) if self.limit else 0
+
+    def hold_outputs(self, outputs: Mapping[str, np.ndarray[Any, Any]]) -> int:
+        """A response's outputs, counted (never refused: they exist already) until its answer
+        has gone to the client, to be given back then (0 with no budget). A model whose
+        answers are larger than its requests thus makes later requests wait, as large requests
+        would, while a client that reads slowly holds its answer."""
+        if not self.limit:
+            return 0
+        nbytes = tensor_bytes(outputs)
+        self.held += nbytes
+        return nbytes
 
     def give_back(self, nbytes: int) -> None:
         self.held -= nbytes

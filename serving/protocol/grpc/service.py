@@ -86,14 +86,15 @@ def _stream_response(
 
 
 class _Counted:
-    """The request bytes one streamed request took from the budget, and whether they were put
-    on the stream's queue after its answers (its marker), for the writer to give back."""
+    """The request bytes one streamed request took from the budget (or one answer's outputs),
+    and whether they were put on the stream's queue after its answers (its marker), for the
+    writer to give back."""
 
     __slots__ = ("handed_over", "nbytes")
 
-    def __init__(self) -> None:
-        self.nbytes = 0
-        self.handed_over = False
+    def __init__(self, nbytes: int = 0, *, handed_over: bool = False) -> None:
+        self.nbytes = nbytes
+        self.handed_over = handed_over
 
 
 def _unsupported(feature: str) -> Callable[[Any, Any, grpc.aio.ServicerContext], Awaitable[Any]]:
@@ -182,15 +183,23 @@ class InferenceService(service_pb2_grpc.GRPCInferenceServiceServicer):  # type: 
             # the client, not just into ``results``: a client that stops reading would
             # otherwise have answers pile up here outside the budget. Its marker follows its
             # answers, and the writer below gives the bytes back when it reaches it.
+            # An answer's outputs count the same way, each until that answer has gone, by a
+            # marker of their own after it.
             counted = _Counted()
+            outputs = 0  # the outputs of the answer being put, until their marker is
             try:
-                async for answer in self._stream_answers(message, counted):
+                async for answer, outputs in self._stream_answers(message, counted):
                     await results.put(answer)
+                    if outputs:
+                        await results.put(_Counted(outputs, handed_over=True))
+                        outputs = 0
                 if counted.nbytes:
                     await results.put(counted)
                     counted.handed_over = True
             finally:
                 slots.release()
+                if outputs:
+                    budget.give_back(outputs)
                 if counted.nbytes and not counted.handed_over:
                     budget.give_back(counted.nbytes)
 
@@ -220,26 +229,31 @@ class InferenceService(service_pb2_grpc.GRPCInferenceServiceServicer):  # type: 
                 if type(item) is _Counted:
                     budget.give_back(item.nbytes)
 
-    async def _stream_answers(self, message: Any, counted: _Counted) -> AsyncIterator[Any]:
+    async def _stream_answers(
+        self, message: Any, counted: _Counted
+    ) -> AsyncIterator[tuple[Any, int]]:
         """Every answer to one streamed request: a decoupled model's responses in order, each
         marked ``triton_final_response``; a flag-only final one only when the request asked for
         it (``triton_enable_empty_final_response``); errors in-band, the stream staying open.
-        The request bytes it takes from the budget are left in ``counted`` for the caller to
-        give back."""
+        Each answer comes with the output bytes it holds from the budget, and the request bytes
+        it takes are left in ``counted``, for the caller to give back."""
         param = message.parameters.get(EMPTY_FINAL_PARAMETER)
         empty_final = param is not None and param.bool_param
+        budget = self.server.request_bytes
         try:
             infer_request = decode_infer_request(message)
-            counted.nbytes = self.server.request_bytes.take_inputs(infer_request.inputs)
+            counted.nbytes = budget.take_inputs(infer_request.inputs)
             async for response, final in self.server.infer_stream(infer_request):
                 if response is None and not (final and empty_final):
                     continue
-                yield _stream_response(message, response, final, infer_request.id)
+                answer = _stream_response(message, response, final, infer_request.id)
+                outputs = response.outputs if isinstance(response, InferResponse) else {}
+                yield answer, budget.hold_outputs(outputs)
         except ServingError as exc:
-            yield _stream_response(message, exc, True)
+            yield _stream_response(message, exc, True), 0
         except Exception as exc:  # noqa: BLE001 - the stream stays open after a failed request
             incident = report_incident(exc, logger=logger, where="in a streamed request")
-            yield _stream_response(message, incident, True)
+            yield _stream_response(message, incident, True), 0
 
     async def ModelStatistics(self, request: Any, context: Any) -> Any:
         async def body() -> Any:

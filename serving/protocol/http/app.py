@@ -39,6 +39,7 @@ from serving.protocol.binary_codec import (
 from serving.protocol.config_json import config_to_json
 from serving.protocol.errors import HTTP_STATUS
 from serving.protocol.http import compression, generate
+from serving.protocol.http import relay_wire as wire
 from serving.protocol.http.body import Body, BodyBuffer
 from serving.protocol.http.disconnect import ClientDisconnected, Message, Receive, until_disconnect
 from serving.protocol.http.whole_answer import (
@@ -67,6 +68,10 @@ _BINARY_DATA_SIZE = re.compile(rb'"binary_data_size"')
 _NOT_BLANK = re.compile(rb"\S")
 # Answers up to this size leave as one body message (one write), larger ones piece by piece.
 JOIN_PIECES_BYTES = 64 * 1024
+# A counted answer (``_send_pieces(counted=True)``) at least this large is waited for until it
+# has gone; a smaller one the socket's own buffers take at once (several MiB on Linux), and
+# waiting would cost each answer one more round trip to a front-end.
+WAIT_UNTIL_SENT_BYTES = 1024 * 1024
 # Bytes of request bodies still arriving that this process may hold at once, as a multiple of the
 # body limit; past it the request whose chunk would add more gets 503 and a close, as gRPC's
 # ``HELD_MESSAGES``. Without it, clients that each send most of a body of just under the limit and
@@ -258,7 +263,9 @@ class HttpApp:
             response = await until_disconnect(
                 generate.one_response(self.server, request), receive, scope
             )
-            await _send(send, 200, generate.encode_response(response), _JSON)
+            taken += self.server.request_bytes.hold_outputs(response.outputs)
+            answer = generate.encode_response(response)
+            await _send_pieces(send, 200, [answer], _JSON, counted=taken > 0)
         finally:
             if taken:
                 self.server.request_bytes.give_back(taken)
@@ -307,6 +314,9 @@ class HttpApp:
                 response = await exchange.until_lost(infer)
             else:
                 response = await until_disconnect(infer, receive, scope)
+            # NOTE: the outputs count with the request's body until the answer has gone to
+            # the socket (``_send_pieces``): a client that reads slowly holds them.
+            taken += self.server.request_bytes.hold_outputs(response.outputs)
             json_body, parts, any_binary = encode_infer_response(response, request)
             out_headers: list[tuple[bytes, bytes]] = []
             if any_binary:
@@ -327,7 +337,7 @@ class HttpApp:
                 if exchange.write_whole(200, out_headers, b"".join(pieces)):
                     return
                 out_headers.pop()
-            await _send_pieces(send, 200, pieces, content_type, out_headers)
+            await _send_pieces(send, 200, pieces, content_type, out_headers, counted=taken > 0)
         finally:
             if taken:
                 self.server.request_bytes.give_back(taken)
@@ -577,9 +587,14 @@ async def _send_pieces(
     pieces: Sequence[bytes | memoryview],
     content_type: bytes,
     extra: list[tuple[bytes, bytes]] | None = None,
+    *,
+    counted: bool = False,
 ) -> None:
-    """One answer whose body is ``pieces`` in order: joined when small, else each as it is."""
+    """One answer whose body is ``pieces`` in order: joined when small, else each as it is.
+    ``counted`` (its bytes are in the budget until it has gone): a large one returns only once
+    the socket has taken all but the last of it (the write buffer's low-water mark)."""
     length = sum(len(piece) for piece in pieces)
+    until_sent = counted and length >= WAIT_UNTIL_SENT_BYTES
     headers = [(b"content-type", content_type), (b"content-length", str(length).encode())]
     if extra:
         headers.extend(extra)
@@ -588,8 +603,17 @@ async def _send_pieces(
         # NOTE: each body message is one write to the socket; a copy of a small answer is cheaper.
         pieces = [b"".join(pieces)]
     for index, piece in enumerate(pieces):
-        more = index < len(pieces) - 1
+        more = until_sent or index < len(pieces) - 1
         await send({"type": "http.response.body", "body": piece, "more_body": more})
+    if until_sent:
+        # NOTE: ``send`` writes a piece whole and waits for the socket only before the next
+        # one, so empty pieces after it are what wait for a client that reads slowly: in-process
+        # the first waits for the socket; behind a front-end, the front-end waits for its socket
+        # before it passes the first on, and the relay sends the end only once every piece has
+        # been passed on.
+        await send({"type": "http.response.body", "body": b"", "more_body": True})
+        end = {"type": "http.response.body", "body": b"", wire.UNTIL_DELIVERED: True}
+        await send(end)
 
 
 async def _send_json(send: Send, data: Any) -> None:

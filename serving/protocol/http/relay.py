@@ -6,7 +6,8 @@ pieces came (nearly always in that one frame), then waits for the client to go a
 ``DISCONNECT`` frame, or the front-end's socket closing), which the request's
 ``DisconnectWatch`` also passes on to ``until_disconnect``; ``send`` turns the answer into a
 ``START`` frame and ``BODY``/``END`` frames (``relay_wire``), a ``BODY`` waiting while
-``STREAM_WINDOW`` of them are not yet ``DELIVERED`` to the client.
+``STREAM_WINDOW`` of them are not yet ``DELIVERED`` to the client, and an ``END`` marked
+``UNTIL_DELIVERED`` until every one is (an answer counted until it has gone, ``app._send_pieces``).
 """
 
 from __future__ import annotations
@@ -94,23 +95,25 @@ class RelayedRequest:
             self._send_frame(wire.frame(self.call, wire.START, start))
         elif kind == "http.response.body":
             more = bool(message.get("more_body"))
-            if more and not await self._room_for_a_piece():
+            body = message.get("body") or b""
+            if more:
+                if not await self._undelivered_at_most(wire.STREAM_WINDOW - 1):
+                    return
+                self._undelivered += 1
+            elif message.get(wire.UNTIL_DELIVERED) and not await self._undelivered_at_most(0):
                 return
             self._finished = not more
-            body = message.get("body") or b""
             self._send_frame(wire.frame(self.call, wire.BODY if more else wire.END, body))
 
-    async def _room_for_a_piece(self) -> bool:
-        """Wait while the window is full (the client is not reading); False once it left."""
-        while self._undelivered >= wire.STREAM_WINDOW and not self._gone:
+    async def _undelivered_at_most(self, most: int) -> bool:
+        """Wait while more than ``most`` pieces are not yet passed on (the client is not
+        reading); False once it left."""
+        while self._undelivered > most and not self._gone:
             if self._room is None:
                 self._room = asyncio.Event()
             self._room.clear()
             await self._room.wait()
-        if self._gone:
-            return False
-        self._undelivered += 1
-        return True
+        return not self._gone
 
     def finish(self) -> None:
         """After the app returned: an answer it left unfinished ends here, so the front-end's

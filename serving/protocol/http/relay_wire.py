@@ -33,12 +33,16 @@ from serving.protocol.relay_frames import (
 
 REQUEST, REQUEST_BODY, REQUEST_END, DISCONNECT, READY, START, BODY, END, DELIVERED = range(1, 10)
 STREAM_WINDOW = 64
+# A key of an answer's last ``http.response.body`` message: the relay sends its ``END`` only once
+# every ``BODY`` piece before it is ``DELIVERED`` (an answer counted in the budget until it has
+# gone, ``app._send_pieces``); the in-process listener ignores it.
+UNTIL_DELIVERED = "portico.until_delivered"
 
 Headers = tuple[tuple[bytes, bytes], ...]
 
 __all__ = [
     "BODY", "DELIVERED", "DISCONNECT", "END", "READY", "REQUEST", "REQUEST_BODY", "REQUEST_END",
-    "START", "STREAM_WINDOW",
+    "START", "STREAM_WINDOW", "UNTIL_DELIVERED",
     "FrameReader", "FrameWriter",
     "Headers", "RequestHead", "decode_head", "decode_start", "encode_head", "encode_start",
     "frame", "split_unary", "unary_payload",

@@ -1,5 +1,6 @@
 """A relayed answer sent in pieces waits while ``STREAM_WINDOW`` of them have not reached the
-front-end's client (``DELIVERED``), and stops waiting once that client has gone.
+front-end's client (``DELIVERED``), an end marked ``UNTIL_DELIVERED`` while any has not, and
+either stops waiting once that client has gone.
 
 The whole path (a generate_stream client behind front-ends that stops reading) is in
 ``tests/serving/backends/python/test_decoupled_unread.py``; there the request's disconnect watch
@@ -55,6 +56,33 @@ async def test_a_piece_past_the_window_waits_until_one_is_delivered() -> None:
     request.delivered()
     await asyncio.wait_for(sending, 5)
     assert out.kinds.count(wire.BODY) == wire.STREAM_WINDOW + 1 and out.kinds[-1] == wire.END
+
+
+async def test_an_end_marked_until_delivered_waits_for_every_piece_to_reach_the_client() -> None:
+    """What an answer counted in the budget until it has gone ends with (``_send_pieces``)."""
+    request, out = _relayed()
+    await request.send({"type": "http.response.start", "status": 200, "headers": []})
+    for _ in range(2):
+        await request.send({"type": "http.response.body", "body": b"x", "more_body": True})
+    end = {"type": "http.response.body", "body": b"", wire.UNTIL_DELIVERED: True}
+    ending = asyncio.create_task(request.send(end))
+    await _settle()
+    assert not ending.done() and wire.END not in out.kinds
+    request.delivered()
+    await _settle()
+    assert not ending.done()
+    request.delivered()
+    await asyncio.wait_for(ending, 5)
+    assert out.kinds[-1] == wire.END
+
+    request, out = _relayed()  # and it too stops waiting once the client has gone
+    await request.send({"type": "http.response.start", "status": 200, "headers": []})
+    await request.send({"type": "http.response.body", "body": b"x", "more_body": True})
+    ending = asyncio.create_task(request.send(end))
+    await _settle()
+    request.disconnect()
+    await asyncio.wait_for(ending, 5)
+    assert wire.END not in out.kinds
 
 
 async def test_a_send_waiting_for_room_ends_when_the_client_goes() -> None:
