@@ -9,6 +9,7 @@ stub's main thread stays free to run ``execute``.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import itertools
 import json
@@ -204,22 +205,23 @@ class ServerLink:
 class ResponseIterator:
     """The responses of a decoupled BLS request as they arrive (``exec(decoupled=True)``), as
     Triton's ``ResponseIterator``: ``cancel()`` ends the request early, and so does dropping
-    the iterator before its end (Triton's instead waits there for every response)."""
+    the iterator before its end (Triton's instead waits there for every response). Beyond
+    Triton's, ``async for`` takes them without holding up the model's event loop."""
 
     def __init__(self, link: ServerLink, call: int, answers: queue.SimpleQueue[Answer]) -> None:
         self._link = link
         self._call = call
         self._answers = answers
-        self._finished = False
+        self._ahead: Answer | None = None  # taken from the queue before it was asked for
+        self._finished = False  # the final answer has come
         self._cancelled = False
 
     def __iter__(self) -> ResponseIterator:
         return self
 
     def __next__(self) -> pb_utils.InferenceResponse:
-        while not self._finished:
-            response, final = self._answers.get()
-            self._finished = final
+        while (answer := self._next_answer()) is not None:
+            response, final = answer
             if not final:
                 # NOTE: the server posts more only while what this model has not taken fits
                 # its bound (``bls.py``), so responses do not pile up here unread.
@@ -227,6 +229,36 @@ class ResponseIterator:
             if response is not None:
                 return response
         raise StopIteration
+
+    def __aiter__(self) -> ResponseIterator:
+        return self
+
+    async def __anext__(self) -> pb_utils.InferenceResponse:
+        response = await asyncio.get_running_loop().run_in_executor(None, self._next_or_none)
+        if response is None:
+            raise StopAsyncIteration
+        return response
+
+    def wait_first(self) -> None:
+        """Wait until the first answer has come (``async_exec(decoupled=True)`` returns then,
+        as Triton's does)."""
+        if self._ahead is None and not self._finished:
+            self._ahead = self._answers.get()
+            self._finished = self._ahead[1]
+
+    def _next_answer(self) -> Answer | None:
+        """The next answer: one taken ahead, else the queue's; None after the final one."""
+        if self._ahead is not None:
+            answer, self._ahead = self._ahead, None
+            return answer
+        if self._finished:
+            return None
+        answer = self._answers.get()
+        self._finished = answer[1]
+        return answer
+
+    def _next_or_none(self) -> pb_utils.InferenceResponse | None:
+        return next(self, None)
 
     def cancel(self) -> None:
         """End the request: its model sees it cancelled, and after the responses already on

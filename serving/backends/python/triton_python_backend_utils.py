@@ -273,11 +273,14 @@ class InferenceRequest:
     async def async_exec(self, decoupled: bool = False) -> Any:
         """``exec`` for an ``async def execute``: other coroutines run while this one waits.
 
-        ``decoupled=True`` waits for the final response and returns an iterator over them all.
+        ``decoupled=True``, as Triton's: returns once the first response has come, the iterator
+        of ``exec(decoupled=True)`` (which ``async for`` also takes, without holding up the
+        loop while it waits for the next).
         """
         if decoupled:
-            stream = self.stream_exec()
-            return iter(await asyncio.get_running_loop().run_in_executor(None, list, stream))
+            stream = _link_for_bls().stream(self)
+            await asyncio.get_running_loop().run_in_executor(None, stream.wait_first)
+            return stream
         response, _ = await asyncio.wrap_future(_link_for_bls().infer(self))
         return response
 

@@ -39,9 +39,10 @@ pytestmark = [pytest.mark.embedded, pytest.mark.timeout(180)]
 # has waited HELD_MS (at most 30 s), then the rest 5 ms apart. "stop": takes the first, then none
 # for three times the timeout, then the rest. "cancel": takes the first, cancels the request
 # (``ResponseIterator.cancel()``), then takes the rest. "drop": takes the first and returns,
-# dropping the iterator unfinished. OUT = [responses taken, whether their
-# values came in order, how long the flood's send had waited when the caller went on in ms];
-# MESSAGE = the error the last one carried ("" if none).
+# dropping the iterator unfinished. With the parameter "awaited", the request goes by
+# ``await async_exec(decoupled=True)`` and its responses are taken by ``async for``.
+# OUT = [responses taken, whether their values came in order, how long the flood's send had
+# waited when the caller went on in ms]; MESSAGE = the error the last one carried ("" if none).
 LAG = textwrap.dedent(f"""\
     import json
     import time
@@ -52,10 +53,23 @@ LAG = textwrap.dedent(f"""\
     PAUSE_S = {3 * TIMEOUT_S}
 
 
-    def flood(n, **parameters):
+    def flood_request(n, **parameters):
         return pb_utils.InferenceRequest(
             model_name="flood", inputs=[pb_utils.Tensor("IN", np.array([n], np.int32))],
-            requested_output_names=["OUT"], parameters=parameters).exec(decoupled=True)
+            requested_output_names=["OUT"], parameters=parameters)
+
+
+    def flood(n, **parameters):
+        return flood_request(n, **parameters).exec(decoupled=True)
+
+
+    async def each(responses, awaited):
+        if awaited:
+            async for response in responses:
+                yield response
+        else:
+            for response in responses:
+                yield response
 
 
     def send_waited_ms(n):
@@ -64,15 +78,19 @@ LAG = textwrap.dedent(f"""\
 
 
     class TritonPythonModel:
-        def execute(self, requests):
-            return [self.take(request) for request in requests]
+        async def execute(self, requests):
+            return [await self.take(request) for request in requests]
 
-        def take(self, request):
+        async def take(self, request):
             n = int(pb_utils.get_input_tensor_by_name(request, "IN").as_numpy()[0])
-            mode = json.loads(request.parameters()).get("mode", "slow")  # the warm-up: n = 0
+            asked = json.loads(request.parameters())
+            mode, awaited = asked.get("mode", "slow"), asked.get("awaited")  # warm-up: n = 0
             values, waited, message = [], 0, ""
-            responses = flood(n)
-            for response in responses:
+            if awaited:
+                responses = await flood_request(n).async_exec(decoupled=True)
+            else:
+                responses = flood(n)
+            async for response in each(responses, awaited):
                 if response.has_error():
                     message = response.error().message()
                     continue
@@ -117,11 +135,13 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServingProcess]
         yield process
 
 
-def take_through_bls(server: ServingProcess, n: int, mode: str) -> tuple[list[int], str]:
+def take_through_bls(
+    server: ServingProcess, n: int, mode: str, *, awaited: bool = False
+) -> tuple[list[int], str]:
     """The lag model's OUT and MESSAGE for a flood of ``n`` taken in ``mode``."""
     body = {
         "inputs": [{"name": "IN", "shape": [1], "datatype": "INT32", "data": [n]}],
-        "parameters": {"mode": mode},
+        "parameters": {"mode": mode, "awaited": awaited},
     }
     url = f"http://{server.http_url}/v2/models/lag/infer"
     request = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST")
@@ -130,11 +150,15 @@ def take_through_bls(server: ServingProcess, n: int, mode: str) -> tuple[list[in
     return outputs["OUT"], outputs["MESSAGE"][0]
 
 
+AWAITED = pytest.mark.parametrize("awaited", [False, True], ids=["exec", "async_exec"])
+
+
+@AWAITED
 def test_a_model_that_takes_its_bls_responses_slowly_holds_the_target_back_and_gets_them_all(
-    server: ServingProcess,
+    server: ServingProcess, awaited: bool
 ) -> None:
-    n = 400  # 25 MiB in all, six times the limit
-    (taken, in_order, waited_ms), message = take_through_bls(server, n, "slow")
+    n = 400 + awaited  # 25 MiB in all, six times the limit (each test's flood its own n)
+    (taken, in_order, waited_ms), message = take_through_bls(server, n, "slow", awaited=awaited)
     assert message == ""
     assert (taken, in_order) == (n, 1)
     # The flood's send waited for the caller (one takes well under 10 ms when nothing holds it).
@@ -144,12 +168,15 @@ def test_a_model_that_takes_its_bls_responses_slowly_holds_the_target_back_and_g
     assert longest_ms >= HELD_MS
 
 
+@AWAITED
 def test_a_model_that_stops_taking_its_bls_responses_gets_an_error_and_the_target_stops(
-    server: ServingProcess,
+    server: ServingProcess, awaited: bool
 ) -> None:
-    n = 2000  # 125 MiB: far past the limit
+    """Awaited, the request is bounded the same way: ``async_exec`` returns at the first
+    response, as Triton's does, instead of waiting for all of them."""
+    n = 2000 + awaited  # 125 MiB: far past the limit
     before = ended_unread(server)
-    (taken, in_order, _), message = take_through_bls(server, n, "stop")
+    (taken, in_order, _), message = take_through_bls(server, n, "stop", awaited=awaited)
     assert in_order == 1
     # What waited for the caller (its bound, a response alone past it), then the error.
     assert LIMIT // (RESPONSE_BYTES + RESPONSE_OVERHEAD_BYTES) <= taken < n // 2
