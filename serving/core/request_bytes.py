@@ -9,10 +9,12 @@ open). An HTTP request counts its body; a gRPC request its decoded inputs (a lar
 tensors are views of the message it came in: the same bytes), and a unary call's message its
 declared length while it arrives (``serving.protocol.grpc.arriving``). Where an answer waits
 for its client under the server's own flow control (HTTP's, a ``ModelStreamInfer`` stream's
-queue), its outputs count too until it has gone (``hold_outputs``). The count lives on the
+queue), its outputs count too until it has gone (``hold_outputs``), and so do a decoupled
+request's responses while they wait in its ``ResponseStream`` (``hold``). The count lives on the
 server, so HTTP and gRPC, in-process or behind front-ends, share one budget. Requests a model sends
 itself (BLS) and an ensemble's steps are not counted again: their bytes are the counted
-request's doing.
+request's doing (but the responses of a model's decoupled request wait in a stream, and count,
+as a network client's do).
 """
 
 from __future__ import annotations
@@ -58,9 +60,13 @@ class RequestBytesBudget:
         has gone to the client, to be given back then (0 with no budget). A model whose
         answers are larger than its requests thus makes later requests wait, as large requests
         would, while a client that reads slowly holds its answer."""
+        return self.hold(tensor_bytes(outputs)) if self.limit else 0
+
+    def hold(self, nbytes: int) -> int:
+        """``nbytes`` that exist already, counted (never refused) until given back (0 with no
+        budget)."""
         if not self.limit:
             return 0
-        nbytes = tensor_bytes(outputs)
         self.held += nbytes
         return nbytes
 

@@ -250,7 +250,7 @@ class InferenceServer:
         if lv is None or not lv.signature.decoupled:
             yield await self.infer(request), True
             return
-        stream = ResponseStream(self.unread_responses, request.model_name)
+        stream = ResponseStream(self.unread_responses, request.model_name, self.request_bytes)
         request.responses = stream
         lv.enter()  # NOTE: a version drains until its streams end, not only their executes
         run = asyncio.ensure_future(self.infer(request))
@@ -265,6 +265,7 @@ class InferenceServer:
             if not ended:  # the client went away: a request still queued need not run
                 run.cancel()
                 stream.cancel()
+            stream.close()
 
     def infer_from_thread(self, request: InferRequest, timeout_s: float) -> InferResponse:
         """``infer`` for a caller on another thread (a Python model's BLS request).

@@ -15,6 +15,11 @@ ends the request: an ``UNAVAILABLE`` error after the responses already waiting, 
 told the request was cancelled (``is_cancelled()``), as when the client leaves. Triton lets them
 pile up without bound; here one stream holds at most about twice the limit, whoever its client
 is, and holds a model back for at most the timeout at a time.
+
+With a replica budget of request bytes (``--max-in-flight-request-bytes``), the responses waiting
+here count in it too until they are read, so that many streams whose clients lag make new
+requests wait instead of holding twice the limit each outside the budget. The stream's owner
+``close``s it when it is done with it, which gives back whatever still waits.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable
 
-from serving.core.request_bytes import tensor_bytes
+from serving.core.request_bytes import RequestBytesBudget, tensor_bytes
 from serving.core.types import InferResponse
 from serving.errors import ServingError, UnavailableError
 
@@ -52,15 +57,22 @@ class UnreadResponses:
 class ResponseStream:
     """The responses of one request, in the order the model sent them, until the final one."""
 
-    def __init__(self, unread: UnreadResponses | None = None, model_name: str = "") -> None:
+    def __init__(
+        self,
+        unread: UnreadResponses | None = None,
+        model_name: str = "",
+        budget: RequestBytesBudget | None = None,
+    ) -> None:
         self._loop = asyncio.get_running_loop()
-        # Each item with the bytes it counts while it waits (0 with no limit).
+        # Each item with the bytes it counts while it waits (0 with no limit and no budget).
         self._queue: asyncio.Queue[tuple[InferResponse | ServingError | None, bool, int]] = (
             asyncio.Queue()
         )
         self._unread = unread if unread is not None and unread.limit else None
         self._model_name = model_name
+        self._budget = budget if budget is not None and budget.limit else None
         self.waiting_bytes = 0
+        self.budget_bytes = 0  # of ``waiting_bytes``, those held in the budget
         self.held_back = False  # the model's sends are held back until the client reads
         self._stall: asyncio.TimerHandle | None = None  # while held back: ends a lagging stream
         self._closed = False  # the final item is queued: nothing after it is read
@@ -88,9 +100,9 @@ class ResponseStream:
         """``put`` on the loop: queue the item, holding the model back once its client lags."""
         if self._closed:
             return
-        unread, nbytes = self._unread, 0
+        unread = self._unread
+        nbytes = response_size(item) if unread is not None or self._budget is not None else 0
         if unread is not None:
-            nbytes = response_size(item)
             # NOTE: a response is refused only while others wait (alone, it is already in memory
             # and its client is keeping up, so refusing it would save nothing), and a final item
             # never is (the model is done: nothing more will come).
@@ -102,6 +114,8 @@ class ResponseStream:
                 )
                 return
         self.waiting_bytes += nbytes
+        if self._budget is not None:
+            self.budget_bytes += self._budget.hold(nbytes)
         self._closed = final
         self._queue.put_nowait((item, final, nbytes))
         held = unread is not None and not final and self.waiting_bytes > unread.limit
@@ -164,11 +178,22 @@ class ResponseStream:
         while True:
             item, final, nbytes = await self._queue.get()
             self.waiting_bytes -= nbytes
+            if self._budget is not None:
+                self._budget.give_back(nbytes)
+                self.budget_bytes -= nbytes
             if self.held_back:
                 self._taken_while_held_back()
             yield item, final
             if final:
                 return
+
+    def close(self) -> None:
+        """The owner is done reading (on the loop): what still waits is given back to the
+        budget, and nothing sent after this counts in it (it is never read)."""
+        if self._budget is not None:
+            self._budget.give_back(self.budget_bytes)
+            self.budget_bytes = 0
+            self._budget = None
 
     def _taken_while_held_back(self) -> None:
         assert self._unread is not None

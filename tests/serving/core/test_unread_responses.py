@@ -2,7 +2,8 @@
 (``--max-unread-response-bytes``): past the limit the model is held back until the client has
 read half of what waits; a client that has not within ``--unread-response-timeout-secs``, or a
 model that goes on to twice the limit, ends the request with an error after what already waits,
-and the model is told the request was cancelled. The whole path (a real model, a
+and the model is told the request was cancelled. With a replica budget of request bytes, what
+waits counts in it until it is read or the stream is closed. The whole path (a real model, a
 client that stops reading) is in ``tests/serving/backends/python/test_decoupled_unread.py``."""
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import numpy as np
 import pytest
 
 from serving.cli import add_arguments, settings_from_args
+from serving.core.request_bytes import RequestBytesBudget
 from serving.core.streaming import (
     RESPONSE_OVERHEAD_BYTES,
     ResponseStream,
@@ -229,6 +231,51 @@ async def test_a_request_ended_for_two_reasons_or_after_its_client_left_is_count
     gone.cancel()  # its client left: not a client that does not read
     gone.end_unread("held back for the timeout")
     assert unread.ended == 1
+
+
+async def test_what_waits_counts_in_the_replica_budget_until_it_is_read() -> None:
+    budget = RequestBytesBudget(limit=2 * ONE)  # never refuses what exists: only new requests
+    stream = ResponseStream(UnreadResponses(limit=0), "flood", budget)  # counted with no limit
+    for value in range(5):
+        stream.put(response(value), final=False)
+    stream.put(None, final=True)
+    await settle()
+    assert budget.held == stream.budget_bytes == 5 * ONE + RESPONSE_OVERHEAD_BYTES
+    items = stream.items()
+    await anext(items)
+    await anext(items)
+    assert budget.held == 3 * ONE + RESPONSE_OVERHEAD_BYTES
+    assert len([item async for item in items]) == 4 and budget.held == 0
+    stream.close()
+    assert budget.held == 0
+
+
+async def test_closing_a_stream_gives_back_what_still_waits_and_counts_nothing_after() -> None:
+    budget = RequestBytesBudget(limit=KiB)
+    stream = ResponseStream(UnreadResponses(limit=4 * ONE, timeout_s=60), "flood", budget)
+    model = Model(stream)
+    for value in range(6):
+        stream.put(response(value), final=False)
+    await settle()
+    await anext(stream.items())
+    assert budget.held == 5 * ONE and model.heard == ["hold"]
+    stream.cancel()  # the client left: ``infer_stream`` cancels, then closes
+    stream.close()
+    assert budget.held == stream.budget_bytes == 0
+    stream.put(response(6), final=False)  # a model that has not yet seen the cancel
+    await settle()
+    assert budget.held == 0
+    stream.close()  # twice is harmless
+    assert budget.held == 0
+
+
+async def test_with_no_budget_nothing_is_held_in_one() -> None:
+    budget = RequestBytesBudget(limit=0)
+    stream = ResponseStream(UnreadResponses(limit=0), "flood", budget)
+    stream.put(response(0), final=True)
+    await settle()
+    assert budget.held == stream.budget_bytes == stream.waiting_bytes == 0
+    assert len(await read_all(stream)) == 1
 
 
 def test_the_defaults_and_what_is_refused() -> None:

@@ -1,8 +1,9 @@
 """An answer waiting for a client that reads slowly counts its outputs in the replica's budget of
 request bytes being served (``--max-in-flight-request-bytes``) until it has gone: a model whose
 answers are far larger than its requests makes later requests wait as large requests would,
-over HTTP (in-process and behind front-ends) and on a ``ModelStreamInfer`` stream. The budget
-itself is ``test_request_bytes_budget.py``."""
+over HTTP (in-process and behind front-ends) and on a ``ModelStreamInfer`` stream; so do a
+decoupled model's responses waiting for a client that lags. The budget itself is
+``test_request_bytes_budget.py``."""
 
 from __future__ import annotations
 
@@ -59,11 +60,42 @@ instance_group { kind: KIND_CPU }
 
 UNREAD_ANSWER = 48 * MiB  # six times the budget, far more than a socket's buffers hold
 
+# Decoupled: IN = [n] sends n responses of OUT = SPRAYED zero bytes from a thread, until its
+# client goes away, then the final flag.
+SPRAY = textwrap.dedent("""\
+    import threading
+    import numpy as np
+    import triton_python_backend_utils as pb_utils
+
+
+    class TritonPythonModel:
+        def execute(self, requests):
+            for request in requests:
+                n = int(pb_utils.get_input_tensor_by_name(request, "IN").as_numpy()[0])
+                sender = request.get_response_sender()
+                threading.Thread(target=self.spray, args=(sender, n)).start()
+            return None
+
+        def spray(self, sender, n):
+            for _ in range(n):
+                if sender.is_cancelled():
+                    break
+                out = pb_utils.Tensor("OUT", np.zeros(%d, np.uint8))
+                sender.send(pb_utils.InferenceResponse([out]))
+            sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+""") % (256 * 1024)
+
+SPRAY_CONFIG = EXPAND_CONFIG + "model_transaction_policy { decoupled: true }\n"
+
+# Twice the budget: a stream holds its model back once this much waits for its client.
+UNREAD_LIMIT = 2 * BUDGET
+
 
 def _serve_expand(repo: Path, **overrides: object) -> Iterator[ServingProcess]:
     dm.write_python_model(repo, "expand", EXPAND, EXPAND_CONFIG)
-    with serving(repo, max_request_bytes=MAX_REQUEST_BYTES,
-                 max_in_flight_request_bytes=BUDGET, **overrides) as server:  # fmt: skip
+    dm.write_python_model(repo, "spray", SPRAY, SPRAY_CONFIG)
+    with serving(repo, max_request_bytes=MAX_REQUEST_BYTES, max_in_flight_request_bytes=BUDGET,
+                 max_unread_response_bytes=UNREAD_LIMIT, **overrides) as server:  # fmt: skip
         yield server
 
 
@@ -140,6 +172,32 @@ def test_an_http_answer_counts_its_outputs_until_it_has_gone(
     status, answer = _expand_http(server, MiB)  # and an answer that goes is given back too
     assert status == 200 and answer.endswith(bytes(MiB))
     _wait_for(lambda: budget.held == 0, "the outputs of an answer that went given back")
+
+
+def test_a_decoupled_models_responses_waiting_for_its_client_count_until_read(
+    http_server: ServingProcess,
+) -> None:
+    """``generate_stream`` to a client that reads none of its events: the model's responses
+    wait in the request's stream up to ``--max-unread-response-bytes`` (the model held back
+    there), counted in the budget meanwhile, so other requests are refused instead of many such
+    streams each holding that much outside it; all given back once the client leaves."""
+    server = http_server
+    assert server.server is not None
+    budget = server.server.request_bytes
+    host, port = server.http_url.split(":")
+    body = json.dumps({"IN": [1000]}).encode()  # 250 MiB if it were all read
+    with socket.create_connection((host, int(port)), timeout=60) as unread:
+        unread.sendall(b"POST /v2/models/spray/generate_stream HTTP/1.1\r\nHost: t\r\n"
+                       b"Content-Length: %d\r\n\r\n%s" % (len(body), body))  # fmt: skip
+        assert unread.recv(12).startswith(b"HTTP/1.1 200")
+        # What waits past what the sockets (and a front-end's window) took: the limit.
+        _wait_for(lambda: budget.held >= UNREAD_LIMIT, "the waiting responses counted")
+        status, answer = _expand_http(server, 4)
+        assert status == 503 and b"overloaded" in answer
+        assert budget.held <= 2 * UNREAD_LIMIT  # held back: no more than twice the limit
+    _wait_for(lambda: budget.held == 0, "the waiting responses given back once the client left")
+    status, _ = _expand_http(server, 4)
+    assert status == 200
 
 
 def test_a_streams_answers_count_their_outputs_until_they_have_gone(
