@@ -215,6 +215,10 @@ class ResponseIterator:
         self._ahead: Answer | None = None  # taken from the queue before it was asked for
         self._finished = False  # the final answer has come
         self._cancelled = False
+        # ``async for``'s wait for the next response in the executor, kept until that response
+        # is taken: a wait cancelled (``asyncio.wait_for``'s timeout) leaves it running, and
+        # the next ``__anext__`` takes its response instead of losing it to a second wait.
+        self._next_in_executor: asyncio.Future[pb_utils.InferenceResponse | None] | None = None
 
     def __iter__(self) -> ResponseIterator:
         return self
@@ -234,7 +238,11 @@ class ResponseIterator:
         return self
 
     async def __anext__(self) -> pb_utils.InferenceResponse:
-        response = await asyncio.get_running_loop().run_in_executor(None, self._next_or_none)
+        if self._next_in_executor is None:
+            loop = asyncio.get_running_loop()
+            self._next_in_executor = loop.run_in_executor(None, self._next_or_none)
+        response = await asyncio.shield(self._next_in_executor)
+        self._next_in_executor = None
         if response is None:
             raise StopAsyncIteration
         return response

@@ -34,16 +34,21 @@ from tests.serving.harness import serving
 
 pytestmark = [pytest.mark.embedded, pytest.mark.timeout(180)]
 
+HURRIED_S = 0.0005  # a wait for the next response: shorter than one takes to come, often
+
 # IN = [n] asks the flood model for n responses through ``exec(decoupled=True)`` and takes them
 # as the parameter "mode" says. "slow": takes the first, then nothing more until the flood's send
 # has waited HELD_MS (at most 30 s), then the rest 5 ms apart. "stop": takes the first, then none
 # for three times the timeout, then the rest. "cancel": takes the first, cancels the request
 # (``ResponseIterator.cancel()``), then takes the rest. "drop": takes the first and returns,
 # dropping the iterator unfinished. With the parameter "awaited", the request goes by
-# ``await async_exec(decoupled=True)`` and its responses are taken by ``async for``.
+# ``await async_exec(decoupled=True)`` and its responses are taken by ``async for``;
+# "hurried" (awaited only) takes each by waits of HURRIED_S that time out and are tried again.
 # OUT = [responses taken, whether their values came in order, how long the flood's send had
-# waited when the caller went on in ms]; MESSAGE = the error the last one carried ("" if none).
+# waited when the caller went on in ms (for "hurried": how many waits timed out)];
+# MESSAGE = the error the last one carried ("" if none).
 LAG = textwrap.dedent(f"""\
+    import asyncio
     import json
     import time
     import numpy as np
@@ -51,6 +56,7 @@ LAG = textwrap.dedent(f"""\
 
     HELD_MS = {HELD_MS}
     PAUSE_S = {3 * TIMEOUT_S}
+    HURRIED_S = {HURRIED_S}
 
 
     def flood_request(n, **parameters):
@@ -72,6 +78,19 @@ LAG = textwrap.dedent(f"""\
                 yield response
 
 
+    async def hurried(responses, timeouts):
+        # Each response; timeouts[0] counts the waits that timed out.
+        while True:
+            try:
+                response = await asyncio.wait_for(anext(responses, None), HURRIED_S)
+            except asyncio.TimeoutError:
+                timeouts[0] += 1
+                continue
+            if response is None:
+                return
+            yield response
+
+
     def send_waited_ms(n):
         [answer] = list(flood(n, waiting=True))
         return int(pb_utils.get_output_tensor_by_name(answer, "OUT").as_numpy()[0])
@@ -90,6 +109,9 @@ LAG = textwrap.dedent(f"""\
                 responses = await flood_request(n).async_exec(decoupled=True)
             else:
                 responses = flood(n)
+            timeouts = [0]
+            if mode == "hurried":
+                responses = hurried(responses, timeouts)
             async for response in each(responses, awaited):
                 if response.has_error():
                     message = response.error().message()
@@ -105,11 +127,12 @@ LAG = textwrap.dedent(f"""\
                     responses.cancel()
                 elif len(values) == 1 and mode == "drop":
                     break  # and returns: the iterator goes with this frame
-                elif len(values) == 1:
+                elif len(values) == 1 and mode == "stop":
                     time.sleep(PAUSE_S)
                 if mode == "slow":
                     time.sleep(0.005)
             in_order = int(values == list(range(len(values))))
+            waited = timeouts[0] if mode == "hurried" else waited
             return pb_utils.InferenceResponse([
                 pb_utils.Tensor("OUT", np.array([len(values), in_order, waited], np.int32)),
                 pb_utils.Tensor("MESSAGE", np.array([message.encode()], dtype=np.object_)),
@@ -211,6 +234,20 @@ def test_a_model_that_drops_its_bls_iterator_unfinished_ends_the_request_at_once
     # Cancelled when dropped, not left to fill the caller's bound and end at the timeout as a
     # caller that lags (which the metrics count).
     assert ended_unread(server) == before
+
+
+def test_a_model_whose_waits_for_its_bls_responses_time_out_loses_none(
+    server: ServingProcess,
+) -> None:
+    """``asyncio.wait_for`` around ``async for``'s next response: a wait that times out leaves
+    the response it was waiting for to the next one, as a cancelled ``anext`` of any async
+    iterator should, instead of losing it (and leaving a thread to race the next wait)."""
+    n = 300  # 19 MiB: past the limit, so the target is held back and resumed too
+    (taken, in_order, timeouts), message = take_through_bls(server, n, "hurried", awaited=True)
+    assert timeouts > 0, "no wait timed out: the test did not try what it is about"
+    assert (taken, in_order, message) == (n, 1, "")
+    sent, cancelled, _ = report(server, n)
+    assert (sent, cancelled) == (n, 0)
 
 
 def assert_cancelled_early(server: ServingProcess, n: int) -> None:
