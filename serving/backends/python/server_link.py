@@ -10,6 +10,7 @@ stub's main thread stays free to run ``execute``.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import itertools
 import json
@@ -47,8 +48,8 @@ class ServerLink:
         self._channel = channel
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
-        # A request's waiter: a future for one response, a queue for a decoupled stream.
-        self._waiting: dict[int, Future[Answer] | queue.SimpleQueue[Answer]] = {}
+        # A request's waiter: a future for one response, ``Answers`` for a decoupled stream.
+        self._waiting: dict[int, Future[Answer] | Answers] = {}
         self._cancelled: set[int] = set()  # streams whose client went away
         # Streams whose client lags: their responses wait in ``send`` until it catches up.
         self._held_back: set[int] = set()
@@ -67,7 +68,7 @@ class ServerLink:
     def stream(self, request: pb_utils.InferenceRequest) -> ResponseIterator:
         """Send a BLS request now; iterate over every response the target sends (a flag-only
         final one is not a response), waiting for each."""
-        answers: queue.SimpleQueue[Answer] = queue.SimpleQueue()
+        answers = Answers()
         call = self._send(request, answers, decoupled=True)
         self._start_canceller()
         return ResponseIterator(self, call, answers)
@@ -160,7 +161,7 @@ class ServerLink:
     def _send(
         self,
         request: pb_utils.InferenceRequest,
-        waiter: Future[Answer] | queue.SimpleQueue[Answer],
+        waiter: Future[Answer] | Answers,
         *,
         decoupled: bool,
     ) -> int:
@@ -202,34 +203,69 @@ class ServerLink:
             waiter.put(answer)
 
 
+class Answers:
+    """A decoupled BLS request's answers, put by the channel's reader thread and taken in order
+    by one taker: a thread of the model (``get``) or a coroutine on its event loop (``aget``,
+    which waits without a thread and takes nothing if it is cancelled)."""
+
+    def __init__(self) -> None:
+        self._items: collections.deque[Answer] = collections.deque()
+        self._ready = threading.Condition()
+        # A coroutine waiting in ``aget``: its loop and the future that wakes it.
+        self._waker: tuple[asyncio.AbstractEventLoop, asyncio.Future[None]] | None = None
+
+    def put(self, answer: Answer) -> None:
+        with self._ready:
+            self._items.append(answer)
+            self._ready.notify()
+            waker, self._waker = self._waker, None
+        if waker is not None:
+            loop, woken = waker
+            with contextlib.suppress(RuntimeError):  # the loop has closed: nobody waits
+                loop.call_soon_threadsafe(_wake, woken)
+
+    def get(self) -> Answer:
+        with self._ready:
+            self._ready.wait_for(lambda: self._items)
+            return self._items.popleft()
+
+    async def aget(self) -> Answer:
+        loop = asyncio.get_running_loop()
+        while True:
+            with self._ready:
+                if self._items:
+                    return self._items.popleft()
+                woken = loop.create_future()
+                self._waker = (loop, woken)
+            await woken
+
+
+def _wake(woken: asyncio.Future[None]) -> None:
+    if not woken.done():  # NOTE: a wait cancelled meanwhile is done already
+        woken.set_result(None)
+
+
 class ResponseIterator:
     """The responses of a decoupled BLS request as they arrive (``exec(decoupled=True)``), as
     Triton's ``ResponseIterator``: ``cancel()`` ends the request early, and so does dropping
     the iterator before its end (Triton's instead waits there for every response). Beyond
-    Triton's, ``async for`` takes them without holding up the model's event loop."""
+    Triton's, ``async for`` takes them on the model's event loop, without a thread, while other
+    coroutines run; a wait for the next one that is cancelled takes nothing."""
 
-    def __init__(self, link: ServerLink, call: int, answers: queue.SimpleQueue[Answer]) -> None:
+    def __init__(self, link: ServerLink, call: int, answers: Answers) -> None:
         self._link = link
         self._call = call
         self._answers = answers
-        self._ahead: Answer | None = None  # taken from the queue before it was asked for
-        self._finished = False  # the final answer has come
+        self._ahead: Answer | None = None  # taken before it was asked for (``first``)
+        self._finished = False  # the final answer has been taken
         self._cancelled = False
-        # ``async for``'s wait for the next response in the executor, kept until that response
-        # is taken: a wait cancelled (``asyncio.wait_for``'s timeout) leaves it running, and
-        # the next ``__anext__`` takes its response instead of losing it to a second wait.
-        self._next_in_executor: asyncio.Future[pb_utils.InferenceResponse | None] | None = None
 
     def __iter__(self) -> ResponseIterator:
         return self
 
     def __next__(self) -> pb_utils.InferenceResponse:
-        while (answer := self._next_answer()) is not None:
-            response, final = answer
-            if not final:
-                # NOTE: the server posts more only while what this model has not taken fits
-                # its bound (``bls.py``), so responses do not pile up here unread.
-                self._link.tell("bls_taken", self._call)
+        while not self._ended():
+            response = self._took(self._pop_ahead() or self._answers.get())
             if response is not None:
                 return response
         raise StopIteration
@@ -238,35 +274,36 @@ class ResponseIterator:
         return self
 
     async def __anext__(self) -> pb_utils.InferenceResponse:
-        if self._next_in_executor is None:
-            loop = asyncio.get_running_loop()
-            self._next_in_executor = loop.run_in_executor(None, self._next_or_none)
-        response = await asyncio.shield(self._next_in_executor)
-        self._next_in_executor = None
-        if response is None:
-            raise StopAsyncIteration
-        return response
+        while not self._ended():
+            # NOTE: nothing awaits between taking an answer and returning its response, so a
+            # cancelled wait (``asyncio.wait_for``'s timeout) loses none.
+            response = self._took(self._pop_ahead() or await self._answers.aget())
+            if response is not None:
+                return response
+        raise StopAsyncIteration
 
-    def wait_first(self) -> None:
+    async def first(self) -> None:
         """Wait until the first answer has come (``async_exec(decoupled=True)`` returns then,
         as Triton's does)."""
         if self._ahead is None and not self._finished:
-            self._ahead = self._answers.get()
+            self._ahead = await self._answers.aget()
             self._finished = self._ahead[1]
 
-    def _next_answer(self) -> Answer | None:
-        """The next answer: one taken ahead, else the queue's; None after the final one."""
-        if self._ahead is not None:
-            answer, self._ahead = self._ahead, None
-            return answer
-        if self._finished:
-            return None
-        answer = self._answers.get()
-        self._finished = answer[1]
+    def _ended(self) -> bool:
+        return self._finished and self._ahead is None
+
+    def _pop_ahead(self) -> Answer | None:
+        answer, self._ahead = self._ahead, None
         return answer
 
-    def _next_or_none(self) -> pb_utils.InferenceResponse | None:
-        return next(self, None)
+    def _took(self, answer: Answer) -> pb_utils.InferenceResponse | None:
+        """The response of an answer just taken (None for only the final flag)."""
+        response, self._finished = answer
+        if not self._finished:
+            # NOTE: the server posts more only while what this model has not taken fits its
+            # bound (``bls.py``), so responses do not pile up here unread.
+            self._link.tell("bls_taken", self._call)
+        return response
 
     def cancel(self) -> None:
         """End the request: its model sees it cancelled, and after the responses already on

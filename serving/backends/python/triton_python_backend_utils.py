@@ -279,7 +279,7 @@ class InferenceRequest:
         """
         if decoupled:
             stream = _link_for_bls().stream(self)
-            await asyncio.get_running_loop().run_in_executor(None, stream.wait_first)
+            await stream.first()
             return stream
         response, _ = await asyncio.wrap_future(_link_for_bls().infer(self))
         return response
