@@ -12,7 +12,7 @@ import pytest
 
 from repository import demo_models as dm
 from tests.deploy.loopback import Load, LoopbackProxy, http_status, infer, serve, wait_until
-from tests.ports import free_port
+from tests.ports import free_ports
 
 pytestmark = pytest.mark.embedded
 
@@ -23,7 +23,7 @@ REQUESTS_BETWEEN_STEPS = 40
 def test_rolling_restart_of_two_replicas_under_load_fails_no_request(tmp_path: Path) -> None:
     repo = tmp_path / "models"
     dm.write_onnx_identity(repo, "identity", dims=(-1,), max_batch_size=8)
-    ports = [free_port(), free_port()]
+    ports = free_ports(2)
     logs = [tmp_path / "replica-0.log", tmp_path / "replica-1.log"]
 
     def start(i: int) -> subprocess.Popen[bytes]:

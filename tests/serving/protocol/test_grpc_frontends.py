@@ -24,7 +24,7 @@ from tritonclient.utils import InferenceServerException
 from repository import demo_models as dm
 from serving.main import ServingProcess
 from serving.settings import ServingSettings
-from tests.ports import free_port
+from tests.ports import free_ports
 from tests.serving.harness import (
     folder_settings,
     frontend_children,
@@ -311,7 +311,7 @@ def test_a_swap_under_load_across_frontends_fails_no_call(tmp_path: Path) -> Non
 
 def test_sigterm_drains_a_relayed_call_and_stops_the_frontends(tmp_path: Path) -> None:
     dm.write_python_sleep(tmp_path, "sleep", max_batch_size=0, dims=(-1,), dynamic_batching=False)
-    http_port, grpc_port = free_port(), free_port()
+    http_port, grpc_port = free_ports(2)
     args = ["-m", "serving", "--model-repository", str(tmp_path), "--host", "127.0.0.1",
             "--http-port", str(http_port), "--grpc-port", str(grpc_port), "--metrics-port", "-1",
             "--grpc-workers", "2", "--drain-grace-secs", "2"]  # fmt: skip
@@ -350,7 +350,7 @@ def test_a_frontend_reads_no_faster_than_the_server_takes_the_calls(
     fill the front-end's socket to it and then wait in HTTP/2's flow control, not in the
     front-end's memory; once it runs again every call is answered."""
     dm.write_onnx_identity(tmp_path, "identity", dims=(-1,), max_batch_size=8)
-    http_port, grpc_port = free_port(), free_port()
+    http_port, grpc_port = free_ports(2)
     args = ["-m", "serving", "--model-repository", str(tmp_path), "--host", "127.0.0.1",
             "--http-port", str(http_port), "--grpc-port", str(grpc_port),
             "--metrics-port", "-1", "--grpc-workers", "1", "--http-workers", "0",

@@ -13,7 +13,7 @@ import tritonclient.http as httpclient
 
 from repository import demo_models as dm
 from serving.main import ServingProcess, StartupError
-from tests.ports import free_port
+from tests.ports import free_ports
 from tests.s3_server import S3Server
 from tests.serving.harness import folder_settings, identity_input, serving_subprocess, wait_ready
 from tests.serving.sources.test_registry import wait_for
@@ -49,7 +49,7 @@ def test_serve_command_serves_an_s3_repository_on_a_host_port_endpoint(
     # The endpoint comes from the URL alone (tritonserver's s3://host:port/bucket/path form).
     monkeypatch.delenv("AWS_ENDPOINT_URL")
     url = f"s3://127.0.0.1:{aws_env.port}/{bucket}/triton/models"
-    http_port, grpc_port = free_port(), free_port()
+    http_port, grpc_port = free_ports(2)
     args = ["-m", "serving", "--model-repository", url, "--host", "127.0.0.1", "--http-port",
             str(http_port), "--grpc-port", str(grpc_port), "--metrics-port", "-1"]  # fmt: skip
     with serving_subprocess(args) as process:
