@@ -34,7 +34,10 @@ from tests.serving.harness import serving
 
 pytestmark = [pytest.mark.embedded, pytest.mark.timeout(180)]
 
-HURRIED_S = 0.0005  # a wait for the next response: shorter than one takes to come, often
+HURRIED_S = 0.0005  # a wait for the next response
+# For "hurried", the flood pauses this long before each of its second to sixth responses, so
+# those waits time out however fast the machine (the rest come at full speed, past the limit).
+PACED_MS = 50
 
 # IN = [n] asks the flood model for n responses through ``exec(decoupled=True)`` and takes them
 # as the parameter "mode" says. "slow": takes the first, then nothing more until the flood's send
@@ -43,7 +46,8 @@ HURRIED_S = 0.0005  # a wait for the next response: shorter than one takes to co
 # (``ResponseIterator.cancel()``), then takes the rest. "drop": takes the first and returns,
 # dropping the iterator unfinished. With the parameter "awaited", the request goes by
 # ``await async_exec(decoupled=True)`` and its responses are taken by ``async for``;
-# "hurried" (awaited only) takes each by waits of HURRIED_S that time out and are tried again.
+# "hurried" (awaited only) asks for a paced flood and takes each response by waits of HURRIED_S
+# that time out and are tried again.
 # OUT = [responses taken, whether their values came in order, how long the flood's send had
 # waited when the caller went on in ms (for "hurried": how many waits timed out)];
 # MESSAGE = the error the last one carried ("" if none).
@@ -57,6 +61,7 @@ LAG = textwrap.dedent(f"""\
     HELD_MS = {HELD_MS}
     PAUSE_S = {3 * TIMEOUT_S}
     HURRIED_S = {HURRIED_S}
+    PACED_MS = {PACED_MS}
 
 
     def flood_request(n, **parameters):
@@ -106,7 +111,8 @@ LAG = textwrap.dedent(f"""\
             mode, awaited = asked.get("mode", "slow"), asked.get("awaited")  # warm-up: n = 0
             values, waited, message = [], 0, ""
             if awaited:
-                responses = await flood_request(n).async_exec(decoupled=True)
+                paced = {{"paced_ms": PACED_MS}} if mode == "hurried" else {{}}
+                responses = await flood_request(n, **paced).async_exec(decoupled=True)
             else:
                 responses = flood(n)
             timeouts = [0]

@@ -55,6 +55,7 @@ FLOOD = textwrap.dedent("""\
     import triton_python_backend_utils as pb_utils
 
     FINAL = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
+    PACED_SENDS = 5
 
 
     class TritonPythonModel:
@@ -63,9 +64,11 @@ FLOOD = textwrap.dedent("""\
             self.outcomes = {}  # n: [sent, cancelled, longest send in ms]
             self.sending = {}  # n: when its send in progress began (None between sends)
 
-        def flood(self, sender, n):
+        def flood(self, sender, n, paced_ms=0):
             sent = longest = 0
             while sent < n and not sender.is_cancelled():
+                if 0 < sent <= PACED_SENDS:
+                    time.sleep(paced_ms / 1000)  # "paced_ms": a pause before each of these
                 out = pb_utils.Tensor("OUT", np.full(16384, sent, dtype=np.int32))
                 started = self.sending[n] = time.monotonic()
                 sender.send(pb_utils.InferenceResponse([out]))
@@ -84,12 +87,12 @@ FLOOD = textwrap.dedent("""\
                 # NOTE: both from a thread: execute returns at once, so a report that comes
                 # before its flood does not hold the one instance the flood needs.
                 asked = json.loads(request.parameters())
-                work = self.flood
+                work, args = self.flood, (sender, n, asked.get("paced_ms", 0))
                 if asked.get("report"):
-                    work = self.report
+                    work, args = self.report, (sender, n)
                 elif asked.get("waiting"):
-                    work = self.waiting
-                threading.Thread(target=work, args=(sender, n)).start()
+                    work, args = self.waiting, (sender, n)
+                threading.Thread(target=work, args=args).start()
             return None
 
         def waiting(self, sender, n):
