@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 
 import numpy as np
 import pytest
@@ -46,13 +47,18 @@ async def test_default_scheduler_runs_each_request_on_its_own_and_answers_it() -
 
 async def test_all_instances_pull_from_one_queue_in_parallel() -> None:
     spec = make_spec(CONFIG)
-    instances = [RecordingInstance(spec, delay_s=0.3, index=i) for i in range(2)]
+    # Each execution waits for one on the other instance: executions one at a time would wait
+    # out the barrier's timeout and fail.
+    meet = threading.Barrier(2, timeout=10)
+    instances = [
+        RecordingInstance(spec, delay_s=0.3, index=i, fail_batch=lambda _: (meet.wait(), None)[1])
+        for i in range(2)
+    ]
     scheduler = await started(instances)
     loop = asyncio.get_running_loop()
     began = loop.time()
     responses = await asyncio.gather(*(scheduler.infer(request(f"r{i}")) for i in range(4)))
-    elapsed = loop.time() - began
-    assert 0.55 < elapsed < 1.05  # two rounds of two parallel executions (serial: 1.2 s)
+    assert loop.time() - began > 0.55  # two rounds of two executions of 0.3 s each
     assert sorted(int(r.outputs["INSTANCE"][0]) for r in responses) == [0, 0, 1, 1]
     assert scheduler.statistics.pending_request_count == 0
     await scheduler.stop(drain_timeout_s=1)
@@ -178,8 +184,6 @@ async def test_a_scheduling_bug_fails_its_batch_and_the_worker_keeps_serving() -
 async def test_default_scheduler_queue_is_bounded_and_refuses_with_exceeds_maximum_queue_size() -> (
     None
 ):
-    import threading
-
     instance = RecordingInstance(make_spec(CONFIG))
     instance.gate = threading.Event()
     scheduler = await started([instance])

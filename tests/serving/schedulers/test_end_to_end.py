@@ -127,7 +127,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServingProcess]
     )  # fmt: skip
     sleep_model(
         repo, "delayed",
-        "default_queue_policy { timeout_action: DELAY default_timeout_microseconds: 500000 }",
+        "default_queue_policy { timeout_action: DELAY default_timeout_microseconds: 2000000 }",
         delay_ms=0, max_batch=1,
     )  # fmt: skip
     sleep_model(repo, "ordered", "preserve_ordering: true", delay_ms=0, max_batch=1)
@@ -248,9 +248,10 @@ def test_grpc_full_queue_is_refused_with_unavailable(
     def done(result: Any, error: InferenceServerException | None) -> None:
         outcomes.append(error if error is not None else result)
 
-    for value in range(3):
+    for value in range(2):  # one executing, one queued: the queue is full
         grpc.async_infer("bounded", [grpc_input(value)], done)
-        time.sleep(0.05)
+        settled(server, "bounded", in_flight=value + 1, queued=value)
+    grpc.async_infer("bounded", [grpc_input(2)], done)
     deadline = time.monotonic() + 10
     while len(outcomes) < 3 and time.monotonic() < deadline:
         time.sleep(0.02)
@@ -263,12 +264,12 @@ def test_grpc_full_queue_is_refused_with_unavailable(
 
 
 def test_http_request_timeout_shortens_the_queue_policy_and_expires(
-    http: httpclient.InferenceServerClient,
+    server: ServingProcess, http: httpclient.InferenceServerClient
 ) -> None:
     busy = http.async_infer("bounded", [http_input(1)])
     # NOTE: gevent's sleep: the client sends ``busy`` from a greenlet, which runs only while this
     # thread waits in gevent (time.sleep left the two requests' order to chance).
-    gevent.sleep(0.05)
+    settled(server, "bounded", in_flight=1, queued=0, sleep=gevent.sleep)
     with pytest.raises(InferenceServerException) as info:
         http.infer("bounded", [http_input(2)], timeout=50_000)
     assert info.value.status() == "503"
@@ -277,12 +278,12 @@ def test_http_request_timeout_shortens_the_queue_policy_and_expires(
 
 
 def test_higher_priority_requests_overtake_queued_ones(
-    grpc: grpcclient.InferenceServerClient,
+    server: ServingProcess, grpc: grpcclient.InferenceServerClient
 ) -> None:
     order = completion_order(grpc, [
-        ("busy", "prioritized", 0, 1000, 0.3), ("low", "prioritized", 1, 0, 0.1, 2),
+        ("busy", "prioritized", 0, 1000, 0.0), ("low", "prioritized", 1, 0, 0.0, 2),
         ("high", "prioritized", 2, 0, 0.0, 1),
-    ])  # fmt: skip
+    ], server=server)  # fmt: skip
     assert order == ["busy", "high", "low"]
 
 
@@ -358,9 +359,9 @@ def test_grpc_cancelled_queued_request_never_runs_and_counts_as_canceled(
     slow = {"execute_delay_ms": 1500}  # PYTHON_SLEEP's per-request delay: time to cancel
     grpc.async_infer("prioritized", [grpc_input(0)], lambda result, error: finished.append(error),
                      parameters=slow)  # fmt: skip
-    time.sleep(0.1)
+    settled(server, "prioritized", in_flight=1, queued=0)
     victim = grpc.async_infer("prioritized", [grpc_input(1)], lambda result, error: None)
-    time.sleep(0.05)
+    settled(server, "prioritized", in_flight=2, queued=1)
     victim.cancel()
     deadline = time.monotonic() + 10
     while not finished and time.monotonic() < deadline:
@@ -396,10 +397,28 @@ def test_statistics_extension_carries_every_field_over_http_and_grpc(
     assert int(four["compute_infer"]["count"]) >= 1 and int(four["compute_infer"]["ns"]) > 0
 
 
-def completion_order(client: grpcclient.InferenceServerClient, calls: list[tuple]) -> list[str]:  # type: ignore[type-arg]
-    """Send ``(tag, model, value, delay_ms, pause_s[, priority])`` calls; tags as they complete."""
+def settled(
+    server: ServingProcess, model: str, *, in_flight: int, queued: int, sleep: Any = time.sleep
+) -> None:
+    """Wait until ``model``'s scheduler holds ``in_flight`` requests, ``queued`` of them waiting:
+    the requests sent so far have arrived (and the rest are executing), whatever each took."""
+    scheduler = server.server.resolve(model, None).scheduler
+    assert scheduler is not None
+    deadline = time.monotonic() + 10
+    while (scheduler.in_flight, scheduler.queue_depth) != (in_flight, queued):
+        assert time.monotonic() < deadline, f"{model}: not {in_flight} in flight, {queued} queued"
+        sleep(0.01)
+
+
+def completion_order(
+    client: grpcclient.InferenceServerClient,
+    calls: list[tuple],  # type: ignore[type-arg]
+    server: ServingProcess | None = None,
+) -> list[str]:
+    """Send ``(tag, model, value, delay_ms, pause_s[, priority])`` calls; tags as they complete.
+    With ``server``, each call is first seen arrived (the first executing, the rest queued)."""
     finished: list[str] = []
-    for tag, model, value, delay_ms, pause_s, *priority in calls:
+    for sent, (tag, model, value, delay_ms, pause_s, *priority) in enumerate(calls, 1):
 
         def record(result: Any, error: Any, tag: str = tag) -> None:
             finished.append(tag if error is None else f"{tag}: {error}")
@@ -407,6 +426,8 @@ def completion_order(client: grpcclient.InferenceServerClient, calls: list[tuple
         parameters = {"execute_delay_ms": delay_ms} if delay_ms else None
         client.async_infer(model, [grpc_input(value)], record, parameters=parameters,
                            priority=priority[0] if priority else 0)  # fmt: skip
+        if server is not None:
+            settled(server, model, in_flight=sent, queued=sent - 1)
         time.sleep(pause_s)
     deadline = time.monotonic() + 10
     while len(finished) < len(calls) and time.monotonic() < deadline:
@@ -415,14 +436,15 @@ def completion_order(client: grpcclient.InferenceServerClient, calls: list[tuple
 
 
 def test_delay_policy_moves_a_timed_out_request_behind_newer_ones(
-    grpc: grpcclient.InferenceServerClient,
+    server: ServingProcess, grpc: grpcclient.InferenceServerClient
 ) -> None:
-    # busy runs 1.2 s; "old" times out (0.5 s) while queued and is delayed; "new" arrives at
-    # 0.9 s, still within its own timeout when the instance frees up.
+    # busy runs 3.6 s; "old", queued, times out (2 s) and is delayed; "new" arrives about 2.8 s
+    # after it, past old's timeout and within its own when the instance frees up (0.75 s of room
+    # each way).
     order = completion_order(grpc, [
-        ("busy", "delayed", 0, 1200, 0.02), ("old", "delayed", 1, 0, 0.88),
+        ("busy", "delayed", 0, 3600, 0.0), ("old", "delayed", 1, 0, 2.7),
         ("new", "delayed", 2, 0, 0.0),
-    ])  # fmt: skip
+    ], server=server)  # fmt: skip
     assert order == ["busy", "new", "old"]
 
 
@@ -438,12 +460,12 @@ def test_preserve_ordering_holds_a_fast_response_behind_a_slow_one(
 def test_backlogged_sequence_gets_the_slot_of_an_idle_one_over_grpc(
     grpc: grpcclient.InferenceServerClient,
 ) -> None:
+    began = time.monotonic()  # before 501's START: its idle timeout (0.3 s) starts after it
     grpc.infer("accumulate_one", [sequence_input(1, grpcclient)], sequence_id=501,
                sequence_start=True)  # fmt: skip
-    began = time.monotonic()
     result = grpc.infer("accumulate_one", [sequence_input(7, grpcclient)], sequence_id=502,
                         sequence_start=True, sequence_end=True)  # fmt: skip
-    assert time.monotonic() - began >= 0.2  # waited in the backlog for 501's idle timeout
+    assert time.monotonic() - began >= 0.3  # waited in the backlog for 501's idle timeout
     assert int(result.as_numpy("OUTPUT")[0, 0]) == 7 and int(result.as_numpy("CORR")[0, 0]) == 502
     with pytest.raises(InferenceServerException) as info:
         grpc.infer("accumulate_one", [sequence_input(1, grpcclient)], sequence_id=501)

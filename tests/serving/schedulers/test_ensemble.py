@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Callable
 
 import numpy as np
@@ -99,13 +100,15 @@ async def test_ensemble_runs_steps_as_dataflow_and_returns_its_outputs() -> None
 
 
 async def test_independent_steps_run_in_parallel() -> None:
+    # Each branch waits for the other: run one after the other, the first would wait out the
+    # barrier's timeout and fail the request.
     models = Models()
-    models.delay_s = {"add_one": 0.4, "double": 0.4}
+    meet = threading.Barrier(2, timeout=10)
+    for name in ("add_one", "double"):
+        models.fns[name] = lambda i, fn=models.fns[name]: (meet.wait(), fn(i))[1]
     server = await server_with(models, unary("add_one"), unary("double"), SUM, DIAMOND)
-    loop = asyncio.get_running_loop()
-    began = loop.time()
-    await server.infer(ens_request())
-    assert loop.time() - began < 0.7  # the two 400 ms branches overlapped (serial: 0.8 s)
+    response = await server.infer(ens_request())
+    assert np.array_equal(response.outputs["OUT"], np.full((2, 4), 4.0, dtype=np.float32))
     await server.shutdown()
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import socket
-import time
 from pathlib import Path
 
 import numpy as np
@@ -12,7 +11,7 @@ import pytest
 import tritonclient.http as httpclient
 
 from repository import demo_models as dm
-from tests.serving.harness import serving
+from tests.serving.harness import serving, wait_until
 from tests.serving.schedulers.test_sequence_null_requests import TOTALS
 
 pytestmark = [pytest.mark.embedded, pytest.mark.timeout(180)]
@@ -55,9 +54,10 @@ def test_a_client_that_hangs_up_in_the_backlog_leaves_the_slot_free(tmp_path: Pa
                     % len(body)
                     + body
                 )
-                time.sleep(0.2)  # the START reaches the backlog, then its client hangs up
-            while failures(client) == 0:  # counted as cancelled once the server noticed
-                time.sleep(0.05)
+                # The START reaches the backlog, then its client hangs up.
+                scheduler = process.server.resolve("one_slot", None).scheduler
+                wait_until(lambda: scheduler is not None and scheduler.backlog_length == 1)
+            wait_until(lambda: failures(client) > 0)  # counted as cancelled once noticed
             assert infer(client, 1, sequence_end=True) == 2  # frees the slot
             # Before the fix the slot went to the abandoned sequence and this START waited for
             # ever behind it.
