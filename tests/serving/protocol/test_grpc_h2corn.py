@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import functools
 import socket
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -95,8 +94,9 @@ def test_a_unary_call_whose_client_resets_it_or_leaves_never_runs(
             # the queue for the idle instance), so the one call seen queued below is the second.
             # "1 queued" alone could be the first on its way to the instance, and a second
             # that arrived after the client left would run.
-            time.sleep(0.5)
-            _wait_until(lambda: queued() == 0)
+            scheduler = slow_server.server.resolve("sleep", None).scheduler
+            assert scheduler is not None
+            _wait_until(lambda: (scheduler.in_flight, scheduler.queue_depth) == (1, 0))
             with RawGrpc("127.0.0.1", _port(slow_server)) as other:
                 second = other.open(INFER)
                 other.send(second, grpc_message(_sleep_request(10)), end=True)

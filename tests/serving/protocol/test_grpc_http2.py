@@ -558,7 +558,9 @@ def test_stop_lets_a_running_call_finish_and_then_refuses_new_ones(
 
         caller = threading.Thread(target=call)
         caller.start()
-        time.sleep(0.5)
+        scheduler = slow_server.server.resolve("sleep", None).scheduler
+        assert scheduler is not None
+        _wait_until(lambda: scheduler.in_flight == 1)  # the call runs when the stop begins
         slow_server.stop()
         caller.join(30)
     assert len(results) == 1 and results[0].as_numpy("OUTPUT0").tolist() == [1.0, 1.0]

@@ -35,6 +35,7 @@ def test_frames_come_out_whole_wherever_the_bytes_are_cut(
     assert received == sent
 
 
+@settings(deadline=None)
 @given(st.binary(max_size=200), st.binary(max_size=200))
 def test_a_unary_payload_splits_back_into_its_header_and_body(header: bytes, body: bytes) -> None:
     head, rest = split_unary(unary_payload(header, body))
@@ -47,6 +48,7 @@ texts = st.text(st.characters(codec=None, exclude_categories=()), max_size=40)
 headers = st.lists(st.tuples(st.binary(max_size=30), st.binary(max_size=60)), max_size=6)
 
 
+@settings(deadline=None)
 @given(texts, texts, st.binary(max_size=40), st.binary(max_size=40), headers, st.booleans())
 def test_an_http_head_crosses_the_socket_unchanged(
     method: str, path: str, raw_path: bytes, query: bytes, sent: list[Any], more: bool
@@ -67,6 +69,7 @@ def test_an_http_head_crosses_the_socket_unchanged(
 metadata = st.lists(st.tuples(texts, st.one_of(texts, st.binary(max_size=40))), max_size=6)
 
 
+@settings(deadline=None)
 @given(texts, metadata, texts, st.one_of(st.none(), st.floats(0, 1e6)), st.integers(0, 16))
 def test_a_grpc_header_and_status_cross_the_socket_unchanged(
     method: str, sent: list[Any], peer: str, timeout_s: float | None, code: int
