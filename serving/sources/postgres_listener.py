@@ -50,6 +50,7 @@ class PostgresListener:
             try:
                 with psycopg.connect(**self.conninfo, autocommit=True) as conn:
                     conn.execute(f'LISTEN "{self.channel}"')
+                    logger.info("listening for revisions on PostgreSQL")
                     while self._listening.is_set():
                         for _ in conn.notifies(timeout=1.0, stop_after=1):
                             loop.call_soon_threadsafe(self.wake)

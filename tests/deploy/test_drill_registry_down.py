@@ -299,6 +299,8 @@ def test_postgres_then_redis_down_while_serving_fail_no_request(
         replica.start()
         with Load(replica.port, clients=2) as load:
             load.wait_for_requests(30)
+            wait_until(lambda: "listening for revisions on Redis" in replica.output(),
+                       "subscribed", log=replica.log)  # fmt: skip
             postgres.stop()
             promote(v2)  # the Redis message wakes the replica; the database does not answer
             wait_until(lambda: "registry refresh failed" in replica.output(), "refresh refused",

@@ -224,7 +224,14 @@ def test_corrupt_blob_is_refused_and_the_old_version_keeps_serving(tmp_path: Pat
 
 
 @pytest.mark.skipif(not os.environ.get("REDIS_URL"), reason="needs Redis pub/sub")
-def test_redis_revision_message_wakes_the_replica_before_the_next_poll(tmp_path: Path) -> None:
+def listening(caplog: pytest.LogCaptureFixture, on: str) -> bool:
+    """Whether the replica has said it listens for revisions ``on`` Redis or PostgreSQL."""
+    return any(r.getMessage() == f"listening for revisions on {on}" for r in caplog.records)
+
+
+def test_redis_revision_message_wakes_the_replica_before_the_next_poll(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     import dataclasses
 
     onnx, config = identity_onnx(tmp_path)
@@ -235,7 +242,7 @@ def test_redis_revision_message_wakes_the_replica_before_the_next_poll(tmp_path:
     with ServingProcess(settings) as server:
         client = httpclient.InferenceServerClient(server.http_url)
         x = np.ones((1, 2), dtype=np.float32)
-        time.sleep(0.5)  # let the subscription settle
+        wait_for(lambda: listening(caplog, "Redis"), timeout_s=15)  # or it misses v2
         promote(v2)
         wait_for(
             lambda: (
@@ -245,7 +252,9 @@ def test_redis_revision_message_wakes_the_replica_before_the_next_poll(tmp_path:
         )
 
 
-def test_postgres_notify_wakes_the_replica_without_redis(tmp_path: Path) -> None:
+def test_postgres_notify_wakes_the_replica_without_redis(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     import dataclasses
 
     from django.db import connection
@@ -260,7 +269,7 @@ def test_postgres_notify_wakes_the_replica_without_redis(tmp_path: Path) -> None
     with ServingProcess(settings) as server:
         client = httpclient.InferenceServerClient(server.http_url)
         x = np.ones((1, 2), dtype=np.float32)
-        time.sleep(0.5)  # let LISTEN settle
+        wait_for(lambda: listening(caplog, "PostgreSQL"), timeout_s=15)  # or it misses v2
         promote(v2)
         wait_for(
             lambda: (
