@@ -71,9 +71,9 @@ def main() -> int:
 def _stream(args: argparse.Namespace) -> int:
     import time
 
-    for name in ("load", "io"):
+    for name, then_s in (("load", 1.0), ("io", 0.1)):  # a second between the two steps
         _step(name, "passed", "")
-        time.sleep(0.3)
+        time.sleep(then_s)
     print("a stray print from model code", flush=True)
     Path(args.report).write_text(json.dumps({"ok": True, "config_text": "x"}))
     return 0

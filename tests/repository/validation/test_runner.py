@@ -49,7 +49,8 @@ def test_steps_are_delivered_as_they_are_printed_and_the_report_read(  # type: i
         on_step=lambda s: seen.append((s["name"], time.monotonic() - started)),
     )
     assert [name for name, _ in seen] == ["load", "io"]
-    assert seen[1][1] - seen[0][1] > 0.2  # streamed, not delivered at exit
+    # Streamed, not delivered at exit (printed a second apart; half of it left to a slow read).
+    assert seen[1][1] - seen[0][1] > 0.5
     assert outcome.report == {"ok": True, "config_text": "x"}
     assert outcome.returncode == 0 and not outcome.timed_out
 
