@@ -14,7 +14,10 @@ A ``_Call`` is at once the call's request source and its answer's sink (``CallRe
 acknowledged as it arrives until a stream holds ``STREAM_WINDOW`` messages its servicer has not
 taken, or ``STREAM_QUEUE_BYTES`` of them (then the client waits); an answer larger than the
 client's window waits in the call's outbox, and a streaming servicer waits while its outbox holds
-more than ``OUTBOX_LIMIT`` bytes. Writes are coalesced into one per loop turn.
+more than ``OUTBOX_LIMIT`` bytes. What waits in an outbox counts in the replica's request-bytes
+budget until it has gone (``answers``): a unary answer is the servicer's no more once returned,
+so without it clients that read nothing could hold answers of any size outside the budget.
+Writes are coalesced into one per loop turn.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from jh2.exceptions import H2Error, ProtocolError
 from jh2.hyperframe.frame import GoAwayFrame
 from jh2.settings import SettingCodes, Settings
 
+from serving.core.request_bytes import RequestBytesBudget
 from serving.core.token_bucket import TokenBucket
 from serving.protocol.grpc import http2_wire as wire
 from serving.protocol.grpc.arriving import ArrivingMessages
@@ -115,6 +119,7 @@ class GrpcHttp2Connection(asyncio.Protocol):
         on_close: Callable[[GrpcHttp2Connection], None],
         listener_held: HeldBytes,
         arriving: ArrivingMessages | None = None,
+        answers: RequestBytesBudget | None = None,
     ) -> None:
         self._dispatcher = dispatcher
         self._max_message = max_message_bytes
@@ -123,6 +128,7 @@ class GrpcHttp2Connection(asyncio.Protocol):
         self.held = 0  # request bytes this connection's calls hold (``_Call.held``, summed)
         self.listener_held = listener_held  # what all the listener's connections hold
         self.arriving = arriving  # the request-bytes budget, for unary calls' arriving messages
+        self.answers = answers  # the same budget, for answer bytes waiting in calls' outboxes
         self._on_open, self._on_close = on_open, on_close
         self._h2 = H2Connection(config=PROTOCOL_CONFIG)
         self._transport: asyncio.Transport | None = None
@@ -447,7 +453,7 @@ class _Call:
     __slots__ = ("_connection", "_h2", "stream_id", "context", "task", "timer", "wbits",
                  "partial", "messages", "queued", "held", "ended", "unacked", "done",
                  "unary", "share", "_waiter", "_writer", "_started", "_outbox",
-                 "_trailers")  # fmt: skip
+                 "_trailers", "_outbox_share")  # fmt: skip
 
     def __init__(self, connection: GrpcHttp2Connection, stream_id: int) -> None:
         self._connection = connection
@@ -471,6 +477,7 @@ class _Call:
         self._started = False  # the answer's headers went out
         self._outbox: bytearray | None = None  # answer bytes waiting for the client's window
         self._trailers: Sequence[Any] | None = None  # to send once the outbox is empty
+        self._outbox_share = 0  # the budget's bytes held for the outbox (``_count_outbox``)
 
     # --- request messages in (from the connection) -------------------------------------------
 
@@ -639,8 +646,10 @@ class _Call:
                     self._outbox = bytearray()
                 self._outbox += data
                 self._trailers = trailers
-                self.pump()
+                self.pump()  # and counts what is left waiting
         except H2Error:  # the client reset the stream or the connection is ending
+            self._outbox = None  # nothing of it can go now
+            self._count_outbox()
             self._connection.ended(self)
         self._connection.flush_soon()
 
@@ -668,8 +677,21 @@ class _Call:
             self._outbox = None
             self._connection.ended(self)
         finally:
+            self._count_outbox()
             self.wake_writer()
             self._connection.flush_soon()
+
+    def _count_outbox(self) -> None:
+        """Hold what waits in the outbox in the budget, giving back what has gone."""
+        budget = self._connection.answers
+        if budget is None:
+            return
+        waiting = len(self._outbox) if self._outbox is not None else 0
+        if waiting > self._outbox_share:
+            budget.hold(waiting - self._outbox_share)
+        elif waiting < self._outbox_share:
+            budget.give_back(self._outbox_share - waiting)
+        self._outbox_share = waiting
 
     def wake_writer(self) -> None:
         writer = self._writer
@@ -694,6 +716,7 @@ class _Call:
         """The client reset the stream or the connection went: nobody is left to answer."""
         self.done = True
         self._outbox = None
+        self._count_outbox()
         self.release()
         if self.timer is not None:
             self.timer.cancel()

@@ -40,8 +40,10 @@ class Http2GrpcServer:
         self._server: asyncio.AbstractServer | None = None
         self.connections: set[GrpcHttp2Connection] = set()
         self.held = HeldBytes(max_message_bytes)  # request bytes all connections' calls hold
-        # The replica's request-bytes budget, for unary calls' messages while they arrive.
+        # The replica's request-bytes budget, for unary calls' messages while they arrive and
+        # for answers while they wait for their clients' windows.
         self.arriving = ArrivingMessages.of(request_bytes)
+        self._answers = request_bytes if self.arriving is not None else None
         self._reads_held = False
 
     async def start(self, host: str, port: int, *, reuse_port: bool = False) -> int:
@@ -62,6 +64,7 @@ class Http2GrpcServer:
             on_close=self.connections.discard,
             listener_held=self.held,
             arriving=self.arriving,
+            answers=self._answers,
         )
 
     def _opened(self, connection: GrpcHttp2Connection) -> None:

@@ -1,8 +1,9 @@
 """An answer waiting for a client that reads slowly counts its outputs in the replica's budget of
 request bytes being served (``--max-in-flight-request-bytes``) until it has gone: a model whose
 answers are far larger than its requests makes later requests wait as large requests would,
-over HTTP (in-process and behind front-ends) and on a ``ModelStreamInfer`` stream; so do a
-decoupled model's responses waiting for a client that lags. The budget itself is
+over HTTP (in-process and behind front-ends), on a ``ModelStreamInfer`` stream and, on the ``h2``
+listener, as a unary gRPC answer; so do a decoupled model's responses waiting for a client that
+lags. The budget itself is
 ``test_request_bytes_budget.py``."""
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from tests.serving.harness import HTTP_WORKERS, serving
 from tests.serving.protocol.h2_client import Answer, RawGrpc, grpc_message
 from tests.serving.protocol.test_request_bytes_budget import (
     BUDGET,
+    INFER,
     MAX_REQUEST_BYTES,
     STREAM,
     MiB,
@@ -112,6 +114,12 @@ def http_server(
 def grpc_server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ServingProcess]:
     """In-process, its gRPC port on each transport that reads gRPC's framing itself."""
     yield from _serve_expand(tmp_path, grpc_transport=request.param)
+
+
+@pytest.fixture
+def h2_server(tmp_path: Path) -> Iterator[ServingProcess]:
+    """In-process, its gRPC port on the ``h2`` listener."""
+    yield from _serve_expand(tmp_path, grpc_transport="h2")
 
 
 def _expand_body(n: int) -> bytes:
@@ -235,3 +243,41 @@ def test_a_streams_answers_count_their_outputs_until_they_have_gone(
     for answered in (a for a in answers if not a.error_message):
         assert answered.infer_response.raw_output_contents[0] == bytes(each)
     _wait_for(lambda: budget.held == 0, "the budget back once the answers went")
+
+
+def test_a_unary_grpc_answer_waiting_for_its_client_counts_until_it_has_gone(
+    h2_server: ServingProcess,
+) -> None:
+    """On the ``h2`` listener, a unary answer larger than its client's window waits in the call's
+    outbox, counted in the budget until it has gone: clients that read nothing make other
+    requests wait instead of holding answers of any size outside it. (h2corn takes an answer
+    whole and tells nothing of when it has gone; ``docs/serving.md`` says so.)"""
+    server = h2_server
+    assert server.server is not None
+    budget = server.server.request_bytes
+    host, port = server.grpc_url.rsplit(":", 1)
+    each = 3 * MiB  # three such answers pass the budget; requests of a few bytes
+    with RawGrpc(host, int(port)) as raw:
+        calls = [raw.open(INFER) for _ in range(3)]
+        for sid in calls:
+            raw.send(sid, _expand_message(each), end=True)
+        # Past this client's window (HTTP/2's 64 KiB, never raised), the answers wait.
+        _wait_for(lambda: budget.held > BUDGET, "the waiting answers counted")
+        status, answer = _expand_http(server, 4)
+        assert status == 503 and b"overloaded" in answer and b"past %d bytes" % BUDGET in answer
+
+        for sid in calls:  # read, with the window given back as they come
+            answered = raw.wait(sid, timeout_s=60)
+            assert answered.grpc_status == 0, answered.trailers
+            [message] = answered.messages()
+            response = service_pb2.ModelInferResponse.FromString(message)
+            assert response.raw_output_contents[0] == bytes(each)
+        _wait_for(lambda: budget.held == 0, "the answers given back once they went")
+
+        unread = raw.open(INFER)
+        raw.send(unread, _expand_message(each), end=True)
+        _wait_for(lambda: budget.held > each - MiB, "an answer waiting again")
+    # The client left without reading it: nothing can go, and it is given back.
+    _wait_for(lambda: budget.held == 0, "the answer given back once its client left")
+    status, _ = _expand_http(server, 4)
+    assert status == 200
