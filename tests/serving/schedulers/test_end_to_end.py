@@ -438,9 +438,9 @@ def completion_order(
 def test_delay_policy_moves_a_timed_out_request_behind_newer_ones(
     server: ServingProcess, grpc: grpcclient.InferenceServerClient
 ) -> None:
-    # busy runs 3.6 s; "old", queued, times out (2 s) and is delayed; "new" arrives about 2.8 s
-    # after it, past old's timeout and within its own when the instance frees up (0.75 s of room
-    # each way).
+    # busy runs 3.6 s; "old", queued behind it, times out (2 s) and is delayed; "new" is sent
+    # 2.7 s after old was seen queued: past old's timeout, and busy ends about 0.85 s later,
+    # well within new's own (at least 0.7 s of room each way).
     order = completion_order(grpc, [
         ("busy", "delayed", 0, 3600, 0.0), ("old", "delayed", 1, 0, 2.7),
         ("new", "delayed", 2, 0, 0.0),

@@ -223,12 +223,12 @@ def test_corrupt_blob_is_refused_and_the_old_version_keeps_serving(tmp_path: Pat
         assert not (tmp_path / "cache" / "blobs" / sha).exists()
 
 
-@pytest.mark.skipif(not os.environ.get("REDIS_URL"), reason="needs Redis pub/sub")
 def listening(caplog: pytest.LogCaptureFixture, on: str) -> bool:
     """Whether the replica has said it listens for revisions ``on`` Redis or PostgreSQL."""
     return any(r.getMessage() == f"listening for revisions on {on}" for r in caplog.records)
 
 
+@pytest.mark.skipif(not os.environ.get("REDIS_URL"), reason="needs Redis pub/sub")
 def test_redis_revision_message_wakes_the_replica_before_the_next_poll(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
