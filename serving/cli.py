@@ -60,6 +60,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--http-body-timeout-secs", dest="http_body_timeout_s", type=float,
         help="most seconds between two reads of a request body before answering 408 "
              "(default 60)")  # fmt: skip
+    add("--send-timeout-secs", dest="send_timeout_s", type=float,
+        help="a connection (HTTP, gRPC) or HTTP/2 stream whose client takes none of its "
+             "answer this long is reset (default 60)")  # fmt: skip
     add("--exit-timeout-secs", dest="exit_timeout_s", type=float,
         help="how long shutdown waits for in-flight requests (default 30)")  # fmt: skip
     add("--drain-grace-secs", dest="drain_grace_s", type=float,
@@ -136,7 +139,8 @@ def settings_from_args(options: dict[str, Any]) -> ServingSettings:
             "max_request_bytes", "exit_timeout_s", "drain_grace_s", "server_id", "cache_dir",
             "max_in_flight_requests", "max_in_flight_request_bytes", "max_unread_response_bytes",
             "on_demand_max_versions", "on_demand_idle_s")  # fmt: skip
-    every = (*keys, "http_body_timeout_s", "unread_response_timeout_s", *TLS_KEYS)
+    every = (*keys, "http_body_timeout_s", "send_timeout_s", "unread_response_timeout_s",
+             *TLS_KEYS)  # fmt: skip
     overrides: dict[str, Any] = {key: options.get(key) for key in every}
     for protocol_workers in ("grpc_workers", "http_workers"):
         if overrides[protocol_workers] is None:

@@ -40,6 +40,7 @@ async def start_grpc_frontends(
         address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
         return ["--address", address, "--max-message-bytes", str(settings.max_request_bytes),
                 "--grace-s", str(settings.exit_timeout_s),
+                "--send-timeout-s", str(settings.send_timeout_s),
                 "--transport", settings.grpc_transport]  # fmt: skip
 
     pool = FrontendPool(
@@ -60,6 +61,7 @@ async def start_http_frontends(settings: ServingSettings, app: Any) -> FrontendP
         return ["--host", host, "--port", str(port),
                 "--header-timeout-s", str(settings.http_header_timeout_s),
                 "--body-timeout-s", str(settings.http_body_timeout_s),
+                "--send-timeout-s", str(settings.send_timeout_s),
                 "--grace-s", str(settings.exit_timeout_s)]  # fmt: skip
 
     pool = FrontendPool(

@@ -221,6 +221,7 @@ def _uvicorn(app: Any, settings: ServingSettings, tls: dict[str, Any]) -> uvicor
         app,
         header_timeout_s=settings.http_header_timeout_s,
         body_timeout_s=settings.http_body_timeout_s,
+        send_timeout_s=settings.send_timeout_s,
         graceful_shutdown_s=settings.exit_timeout_s,
         tls=tls,
     )
@@ -303,6 +304,7 @@ async def _start_grpc(
             lambda target: register_services(target, server, guarded, limit),
             interceptors=edge_interceptors(server),
             max_message_bytes=settings.max_request_bytes,
+            send_timeout_s=settings.send_timeout_s,
             tls=grpc_ssl_context(settings),
             request_bytes=server.request_bytes,
         )
@@ -314,6 +316,7 @@ async def _start_grpc(
             interceptors=edge_interceptors(server),
             max_message_bytes=settings.max_request_bytes,
             grace_s=settings.exit_timeout_s,
+            send_timeout_s=settings.send_timeout_s,
             tls=TlsFiles.from_settings(settings),
             request_bytes=server.request_bytes,
         )

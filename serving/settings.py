@@ -93,7 +93,10 @@ class ServingSettings:
     # Response bytes one streamed request may have waiting for its client before the model is
     # held back; 0: no limit. A stream held back for the timeout ends.
     max_unread_response_bytes: int = DEFAULT_MAX_UNREAD_RESPONSE_BYTES
-    unread_response_timeout_s: float = 60.0  # nginx's send_timeout
+    unread_response_timeout_s: float = 60.0
+    # nginx's send_timeout: a connection or HTTP/2 stream whose client takes none of its answer
+    # for this long is reset (``protocol/write_stall.py``).
+    send_timeout_s: float = 60.0
     on_demand_max_versions: int = 2  # registry mode: extra versions per model kept loaded
     on_demand_idle_s: float = 600.0  # registry mode: an unused extra version unloads after this
     backend_config: tuple[str, ...] = ()  # Triton's '<backend>,<setting>=<value>'
@@ -139,6 +142,8 @@ class ServingSettings:
             problems.append("SERVING_HTTP_HEADER_TIMEOUT_SECS: must be positive")
         if self.http_body_timeout_s <= 0:
             problems.append("--http-body-timeout-secs: must be positive")
+        if self.send_timeout_s <= 0:
+            problems.append("--send-timeout-secs: must be positive")
         if self.exit_timeout_s < 0:
             problems.append("--exit-timeout-secs: must not be negative")
         if self.drain_grace_s < 0:
@@ -350,6 +355,7 @@ _ENV_FIELDS: dict[str, tuple[str, Callable[[str], object]]] = {
     "SERVING_EXIT_TIMEOUT_SECS": ("exit_timeout_s", float),
     "SERVING_HTTP_HEADER_TIMEOUT_SECS": ("http_header_timeout_s", float),
     "SERVING_HTTP_BODY_TIMEOUT_SECS": ("http_body_timeout_s", float),
+    "SERVING_SEND_TIMEOUT_SECS": ("send_timeout_s", float),
     "SERVING_DRAIN_GRACE_SECS": ("drain_grace_s", float),
     "SERVING_ID": ("server_id", str),
     "SERVING_CACHE_DIR": ("cache_dir", Path),

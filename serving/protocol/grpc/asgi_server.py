@@ -97,6 +97,7 @@ class H2cornGrpcServer:
         interceptors: Sequence[Any] = (),
         max_message_bytes: int,
         grace_s: float = 30.0,
+        send_timeout_s: float = 60.0,
         tls: TlsFiles | None = None,
         read_gate: Callable[[], Awaitable[None]] | None = None,
         request_bytes: RequestBytesBudget | None = None,
@@ -107,6 +108,7 @@ class H2cornGrpcServer:
         self.read_gate = read_gate
         self._max_message = max_message_bytes
         self._grace_s = grace_s  # h2corn's config is fixed once it serves: the stop's grace
+        self._send_timeout_s = send_timeout_s
         self.held = 0  # request bytes the running calls hold (``_AsgiCall.held``, summed)
         self.hold_limit = HELD_MESSAGES * max_message_bytes
         # The replica's request-bytes budget, for unary calls' messages while they arrive.
@@ -128,6 +130,11 @@ class H2cornGrpcServer:
             h2_initial_connection_window_size=CONNECTION_WINDOW_BYTES,
             h2_max_header_list_size=MAX_HEADER_LIST_BYTES, timeout_handshake=HANDSHAKE_TIMEOUT_S,
             timeout_graceful_shutdown=self._grace_s, server_header="off", date_header=False,
+            # A client that takes none of an answer for this long: its stream is reset (the
+            # answer's bytes wait behind its HTTP/2 window) or its connection closed (they wait
+            # for its socket), as on the other listeners (``write_stall``).
+            h2_timeout_response_stall=self._send_timeout_s,
+            h2_timeout_write=self._send_timeout_s,
             **(self._tls.options() if self._tls is not None else {}),
         )  # fmt: skip
         self._server = Server(self, config)

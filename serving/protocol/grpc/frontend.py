@@ -227,8 +227,9 @@ async def _relay_stream(
 
 
 async def serve(
-    fd: int, address: str, max_message_bytes: int, grace_s: float, transport: str = "h2corn"
-) -> None:
+    fd: int, address: str, max_message_bytes: int, grace_s: float, transport: str = "h2corn",
+    send_timeout_s: float = 60.0,
+) -> None:  # fmt: skip
     loop = asyncio.get_running_loop()
     lost, stop = asyncio.Event(), asyncio.Event()
     sock = socket.socket(fileno=fd)
@@ -241,10 +242,12 @@ async def serve(
         if transport == "h2corn":
             listener = H2cornGrpcServer(
                 register, max_message_bytes=max_message_bytes, grace_s=grace_s,
-                read_gate=relay.caught_up,
+                send_timeout_s=send_timeout_s, read_gate=relay.caught_up,
             )  # fmt: skip
         else:
-            listener = Http2GrpcServer(register, max_message_bytes=max_message_bytes)
+            listener = Http2GrpcServer(
+                register, max_message_bytes=max_message_bytes, send_timeout_s=send_timeout_s
+            )
             relay.on_behind = listener.hold_reads
         host, port = address.rsplit(":", 1)
         try:
@@ -281,12 +284,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--address", required=True, help="HOST:PORT to listen on (SO_REUSEPORT)")
     parser.add_argument("--max-message-bytes", type=int, required=True)
     parser.add_argument("--grace-s", type=float, default=30.0)
+    parser.add_argument("--send-timeout-s", type=float, default=60.0)
     parser.add_argument("--transport", choices=("h2corn", "h2", "grpcio"), default="h2corn")
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    uvloop.run(serve(args.fd, args.address, args.max_message_bytes, args.grace_s, args.transport))
+    uvloop.run(serve(
+        args.fd, args.address, args.max_message_bytes, args.grace_s, args.transport,
+        args.send_timeout_s,
+    ))  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -16,7 +16,9 @@ taken, or ``STREAM_QUEUE_BYTES`` of them (then the client waits); an answer larg
 client's window waits in the call's outbox, and a streaming servicer waits while its outbox holds
 more than ``OUTBOX_LIMIT`` bytes. What waits in an outbox counts in the replica's request-bytes
 budget until it has gone (``answers``): a unary answer is the servicer's no more once returned,
-so without it clients that read nothing could hold answers of any size outside the budget.
+so without it clients that read nothing could hold answers of any size outside the budget. A
+client that takes none of what waits for ``send_timeout_s`` has that stream reset (its outbox)
+or its connection (the socket's write buffer, ``write_stall``), as h2corn does.
 Writes are coalesced into one per loop turn.
 """
 
@@ -43,6 +45,7 @@ from serving.protocol.grpc import http2_wire as wire
 from serving.protocol.grpc.arriving import ArrivingMessages
 from serving.protocol.grpc.calls import DECODE_FAILED, INTERNAL, Dispatcher, run_call
 from serving.protocol.grpc.context import CallContext
+from serving.protocol.write_stall import WriteStall
 
 logger = logging.getLogger("serving.grpc")
 
@@ -115,6 +118,7 @@ class GrpcHttp2Connection(asyncio.Protocol):
         dispatcher: Dispatcher,
         *,
         max_message_bytes: int,
+        send_timeout_s: float = 60.0,
         on_open: Callable[[GrpcHttp2Connection], None],
         on_close: Callable[[GrpcHttp2Connection], None],
         listener_held: HeldBytes,
@@ -129,6 +133,9 @@ class GrpcHttp2Connection(asyncio.Protocol):
         self.listener_held = listener_held  # what all the listener's connections hold
         self.arriving = arriving  # the request-bytes budget, for unary calls' arriving messages
         self.answers = answers  # the same budget, for answer bytes waiting in calls' outboxes
+        self.send_timeout_s = send_timeout_s
+        self._write_stall: WriteStall | None = None  # the socket's buffer, once connected
+        self._outbox_watch: asyncio.TimerHandle | None = None  # while some outbox waits
         self._on_open, self._on_close = on_open, on_close
         self._h2 = H2Connection(config=PROTOCOL_CONFIG)
         self._transport: asyncio.Transport | None = None
@@ -150,6 +157,9 @@ class GrpcHttp2Connection(asyncio.Protocol):
     def connection_made(self, transport: Any) -> None:
         self._transport = transport
         self.peer = _peer(transport.get_extra_info("peername"))
+        self._write_stall = WriteStall(
+            self._loop, transport, self.send_timeout_s, f"the gRPC connection of {self.peer}"
+        )
         h2 = self._h2
         h2.local_settings = Settings(client=False, initial_values={
             SettingCodes.MAX_CONCURRENT_STREAMS: MAX_CONCURRENT_STREAMS,
@@ -206,6 +216,10 @@ class GrpcHttp2Connection(asyncio.Protocol):
         self._transport = None
         if self._handshake is not None:
             self._handshake.cancel()
+        if self._write_stall is not None:
+            self._write_stall.stop()
+        if self._outbox_watch is not None:
+            self._outbox_watch.cancel()
         for call in list(self._calls.values()):
             call.abandon()
         self._calls.clear()
@@ -220,9 +234,13 @@ class GrpcHttp2Connection(asyncio.Protocol):
         would also start calls whose answers have nowhere to go."""
         self._paused = True
         self._read_or_not()
+        if self._write_stall is not None:
+            self._write_stall.pause()
 
     def resume_writing(self) -> None:
         self._paused = False
+        if self._write_stall is not None:
+            self._write_stall.resume()
         self._read_or_not()
         for call in self._calls.values():
             call.wake_writer()
@@ -414,6 +432,36 @@ class GrpcHttp2Connection(asyncio.Protocol):
             self._reset(call.stream_id, ErrorCodes.NO_ERROR)
         self._update_idle()
 
+    def watch_outbox(self) -> None:
+        """A call's outbox began to wait for its client's window."""
+        if self._outbox_watch is None and self._transport is not None:
+            self._outbox_watch = self._loop.call_later(self.send_timeout_s, self._check_outboxes)
+
+    def _check_outboxes(self) -> None:
+        """Reset each stream whose client has given its outbox no window for the timeout; one
+        timer for all of them, set again for the next one due."""
+        self._outbox_watch = None
+        now, next_due = self._loop.time(), None
+        for call in list(self._calls.values()):
+            since = call.outbox_since
+            if since is None:
+                continue
+            due = since + self.send_timeout_s
+            if due > now:
+                next_due = due if next_due is None else min(next_due, due)
+                continue
+            logger.warning(
+                "gRPC stream %d of %s reset: its client took none of its answer for %g s "
+                "(--send-timeout-secs), %d bytes waiting",
+                call.stream_id, self.peer, self.send_timeout_s, call.outbox_bytes,
+            )  # fmt: skip
+            del self._calls[call.stream_id]
+            call.abandon()
+            self._reset(call.stream_id, ErrorCodes.CANCEL)
+        if next_due is not None:
+            self._outbox_watch = self._loop.call_later(next_due - now, self._check_outboxes)
+        self._update_idle()
+
     def _update_idle(self) -> None:
         if not self._calls and not self._running:
             self._idle.set()
@@ -453,7 +501,7 @@ class _Call:
     __slots__ = ("_connection", "_h2", "stream_id", "context", "task", "timer", "wbits",
                  "partial", "messages", "queued", "held", "ended", "unacked", "done",
                  "unary", "share", "_waiter", "_writer", "_started", "_outbox",
-                 "_trailers", "_outbox_share")  # fmt: skip
+                 "_trailers", "_outbox_share", "outbox_since")  # fmt: skip
 
     def __init__(self, connection: GrpcHttp2Connection, stream_id: int) -> None:
         self._connection = connection
@@ -478,6 +526,8 @@ class _Call:
         self._outbox: bytearray | None = None  # answer bytes waiting for the client's window
         self._trailers: Sequence[Any] | None = None  # to send once the outbox is empty
         self._outbox_share = 0  # the budget's bytes held for the outbox (``_count_outbox``)
+        # While the outbox waits: when the client's window last let some of it go.
+        self.outbox_since: float | None = None
 
     # --- request messages in (from the connection) -------------------------------------------
 
@@ -644,11 +694,13 @@ class _Call:
             else:
                 if self._outbox is None:
                     self._outbox = bytearray()
+                    self.outbox_since = self._connection._loop.time()
+                    self._connection.watch_outbox()
                 self._outbox += data
                 self._trailers = trailers
                 self.pump()  # and counts what is left waiting
         except H2Error:  # the client reset the stream or the connection is ending
-            self._outbox = None  # nothing of it can go now
+            self._outbox = self.outbox_since = None  # nothing of it can go now
             self._count_outbox()
             self._connection.ended(self)
         self._connection.flush_soon()
@@ -668,18 +720,23 @@ class _Call:
                     return
                 h2.send_data(sid, bytes(outbox[:size]))
                 del outbox[:size]
-            self._outbox = None
+                self.outbox_since = self._connection._loop.time()  # the client took some
+            self._outbox = self.outbox_since = None
             if self._trailers is not None:
                 h2.send_headers(sid, self._trailers, end_stream=True)
                 self._trailers = None
                 self._connection.ended(self)
         except H2Error:
-            self._outbox = None
+            self._outbox = self.outbox_since = None
             self._connection.ended(self)
         finally:
             self._count_outbox()
             self.wake_writer()
             self._connection.flush_soon()
+
+    @property
+    def outbox_bytes(self) -> int:
+        return len(self._outbox) if self._outbox is not None else 0
 
     def _count_outbox(self) -> None:
         """Hold what waits in the outbox in the budget, giving back what has gone."""
@@ -715,7 +772,7 @@ class _Call:
     def abandon(self) -> None:
         """The client reset the stream or the connection went: nobody is left to answer."""
         self.done = True
-        self._outbox = None
+        self._outbox = self.outbox_since = None
         self._count_outbox()
         self.release()
         if self.timer is not None:

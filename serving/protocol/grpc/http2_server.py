@@ -31,11 +31,13 @@ class Http2GrpcServer:
         *,
         interceptors: Sequence[Any] = (),
         max_message_bytes: int,
+        send_timeout_s: float = 60.0,
         tls: ssl.SSLContext | None = None,
         request_bytes: RequestBytesBudget | None = None,
     ) -> None:
         self._dispatcher = Dispatcher(register, interceptors)
         self._max_message_bytes = max_message_bytes
+        self._send_timeout_s = send_timeout_s
         self._tls = tls
         self._server: asyncio.AbstractServer | None = None
         self.connections: set[GrpcHttp2Connection] = set()
@@ -60,6 +62,7 @@ class Http2GrpcServer:
         return GrpcHttp2Connection(
             self._dispatcher,
             max_message_bytes=self._max_message_bytes,
+            send_timeout_s=self._send_timeout_s,
             on_open=self._opened,
             on_close=self.connections.discard,
             listener_held=self.held,

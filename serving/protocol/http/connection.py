@@ -27,7 +27,10 @@ place under the in-flight cap for as long as it likes):
   ``client_body_timeout``): the limit is on silence, not on the whole body, and only the
   client's silence counts (while reading is paused or ``100 Continue`` is not sent yet the
   clock starts again);
-- **header size**: a request line and headers above ``MAX_HEADER_BYTES`` get 431 and a close.
+- **header size**: a request line and headers above ``MAX_HEADER_BYTES`` get 431 and a close;
+- **answers**: a client that takes none of its answer's bytes for ``send_timeout_s`` while the
+  socket's write buffer is full has its connection reset (nginx's ``send_timeout``;
+  ``write_stall``).
 
 Every request's scope carries its ``Exchange``, which is also the request's ``DisconnectWatch``
 (a lost connection tells it, so ``until_disconnect`` needs no task of its own) and what
@@ -49,6 +52,7 @@ from serving.protocol.http.deadlines import Deadline, request_timeout_answer
 from serving.protocol.http.disconnect import DISCONNECT_EXTENSION
 from serving.protocol.http.exchange import Exchange, status_line
 from serving.protocol.http.whole_answer import WHOLE_ANSWER_EXTENSION
+from serving.protocol.write_stall import WriteStall
 
 logger = logging.getLogger("serving.http")
 
@@ -80,6 +84,7 @@ class DataPlaneConnection(asyncio.Protocol):
 
     header_timeout_s = 30.0
     body_timeout_s = 60.0
+    send_timeout_s = 60.0
 
     def __init__(
         self,
@@ -127,6 +132,10 @@ class DataPlaneConnection(asyncio.Protocol):
         self._header_deadline = Deadline(self.loop, self._header_deadline_fired)
         self._body_deadline = Deadline(self.loop, self._body_deadline_fired)
         self._idle_deadline = Deadline(self.loop, self._idle_deadline_fired)
+        client = f"{self._client[0]}:{self._client[1]}" if self._client else "a client"
+        self._write_stall = WriteStall(
+            self.loop, transport, self.send_timeout_s, f"the HTTP connection of {client}"
+        )
         self._headers_since_s = self.loop.time()
         self._header_deadline.arm(self.header_timeout_s)
 
@@ -155,6 +164,7 @@ class DataPlaneConnection(asyncio.Protocol):
         self.server_state.connections.discard(self)
         for deadline in (self._header_deadline, self._body_deadline, self._idle_deadline):
             deadline.disarm()
+        self._write_stall.stop()
         while self._unanswered:
             self._unanswered.popleft().lost()
         self.resume_writing()  # NOTE: a ``send`` waiting on the buffer wakes and finds it gone
@@ -163,9 +173,11 @@ class DataPlaneConnection(asyncio.Protocol):
 
     def pause_writing(self) -> None:
         self.write_paused = True
+        self._write_stall.pause()
 
     def resume_writing(self) -> None:
         self.write_paused = False
+        self._write_stall.resume()
         if self._drained is not None and not self._drained.done():
             self._drained.set_result(None)
         self._drained = None
@@ -350,8 +362,9 @@ class DataPlaneConnection(asyncio.Protocol):
 
 
 def data_plane_connection(
-    header_timeout_s: float, body_timeout_s: float
+    header_timeout_s: float, body_timeout_s: float, send_timeout_s: float
 ) -> type[DataPlaneConnection]:
     """The protocol class for uvicorn's ``http=`` option, with this listener's limits."""
-    limits = {"header_timeout_s": header_timeout_s, "body_timeout_s": body_timeout_s}
+    limits = {"header_timeout_s": header_timeout_s, "body_timeout_s": body_timeout_s,
+              "send_timeout_s": send_timeout_s}  # fmt: skip
     return type("LimitedDataPlaneConnection", (DataPlaneConnection,), limits)

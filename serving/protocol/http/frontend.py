@@ -244,6 +244,7 @@ async def serve(args: argparse.Namespace) -> None:
         RelayApp(relay),
         header_timeout_s=args.header_timeout_s,
         body_timeout_s=args.body_timeout_s,
+        send_timeout_s=args.send_timeout_s,
         graceful_shutdown_s=args.grace_s,
     )
     task = asyncio.create_task(server._serve(sockets=[sock]))
@@ -270,6 +271,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--header-timeout-s", type=float, default=30.0)
     parser.add_argument("--body-timeout-s", type=float, default=60.0)
+    parser.add_argument("--send-timeout-s", type=float, default=60.0)
     parser.add_argument("--grace-s", type=float, default=30.0)
     args = parser.parse_args(argv)
     logging.basicConfig(

@@ -19,12 +19,13 @@ def data_plane_server(
     *,
     header_timeout_s: float,
     body_timeout_s: float,
+    send_timeout_s: float,
     graceful_shutdown_s: float,
     tls: dict[str, Any] | None = None,
 ) -> uvicorn.Server:
     config = uvicorn.Config(
         app,
-        http=data_plane_connection(header_timeout_s, body_timeout_s),
+        http=data_plane_connection(header_timeout_s, body_timeout_s, send_timeout_s),
         lifespan="off",
         access_log=False,
         log_config=None,

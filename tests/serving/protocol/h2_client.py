@@ -159,15 +159,16 @@ class RawGrpc:
         self.send(sid, payload, end=True)
         return self.wait(sid, timeout_s)
 
-    def wait(self, sid: int, timeout_s: float = 10.0) -> Answer:
-        """Read until the server ends stream ``sid`` (or the connection): its answer."""
+    def wait(self, sid: int, timeout_s: float = 10.0, *, acknowledge: bool = True) -> Answer:
+        """Read until the server ends stream ``sid`` (or the connection): its answer. With
+        ``acknowledge`` false, its data is read but no window given back (``_take``)."""
         answer = self.answers.setdefault(sid, Answer())
         deadline = time.monotonic() + timeout_s
         while not answer.finished and (data := self._receive(deadline)) is not None:
             if not data:
                 answer.closed = True
                 return answer
-            self._take(data)
+            self._take(data, acknowledge=acknowledge)
             try:
                 self._flush()
             except (BrokenPipeError, ConnectionResetError):  # the server has closed

@@ -5,6 +5,8 @@ ASGI app whose every route is a case below."""
 from __future__ import annotations
 
 import asyncio
+import errno
+import logging
 import socket
 import threading
 import time
@@ -20,6 +22,8 @@ from serving.protocol.http.listener import data_plane_server
 pytestmark = pytest.mark.embedded
 
 KEEP_ALIVE_S = 0.5
+SEND_TIMEOUT_S = 2.0
+LARGE = 32 << 20  # past what loopback's socket buffers hold, so the server's own buffer fills
 
 
 async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
@@ -41,6 +45,10 @@ async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         await send({"type": "http.response.start", "status": 200, "headers": []})
         for piece in (b"one", b"two", b""):
             await send({"type": "http.response.body", "body": piece, "more_body": bool(piece)})
+    elif path == "/large":  # LARGE bytes, written at once
+        headers = [(b"content-length", b"%d" % LARGE)]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": bytes(LARGE)})
     elif path == "/fails":
         raise RuntimeError("the application failed")
     elif path == "/silent":
@@ -56,7 +64,10 @@ async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
 
 @pytest.fixture(scope="module")
 def port() -> Iterator[int]:
-    server = data_plane_server(app, header_timeout_s=30, body_timeout_s=30, graceful_shutdown_s=1)
+    server = data_plane_server(
+        app, header_timeout_s=30, body_timeout_s=30, send_timeout_s=SEND_TIMEOUT_S,
+        graceful_shutdown_s=1,
+    )  # fmt: skip
     server.config.timeout_keep_alive = KEEP_ALIVE_S
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
@@ -229,10 +240,55 @@ def test_a_client_gone_mid_body_leaves_the_server_serving(port: int) -> None:
     assert answer.endswith(b"\r\n\r\nafter")
 
 
+def socket_error_within(sock: socket.socket, limit_s: float) -> int:
+    """Wait, reading nothing, until ``sock`` has an error (the server reset it) or ``limit_s``
+    has passed; the error, 0 if none came."""
+    error, deadline = 0, time.monotonic() + limit_s
+    while not error and time.monotonic() < deadline:
+        time.sleep(0.05)
+        error = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+    return error
+
+
+def test_a_client_that_reads_none_of_its_answer_is_cut_off_after_the_send_timeout(
+    port: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The answer fills the server's write buffer and the client takes nothing: the connection
+    is aborted (a reset, which drops the buffer), not kept for as long as the client likes."""
+    caplog.set_level(logging.WARNING, "serving.protocol")
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as client:
+        began = time.monotonic()
+        client.sendall(b"GET /large HTTP/1.1\r\nHost: t\r\n\r\n")
+        error = socket_error_within(client, 30)
+        waited_s = time.monotonic() - began
+    assert error == errno.ECONNRESET, f"the connection was not reset within {waited_s:.1f} s"
+    assert waited_s >= SEND_TIMEOUT_S - 0.05
+    assert "took none of its answers for 2 s" in caplog.text
+
+
+def test_a_client_reading_slowly_keeps_its_connection_past_the_send_timeout(port: int) -> None:
+    """Only a client that takes nothing is cut off: one taking a little at a time, for several
+    times the timeout in all, gets the whole answer."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as client:
+        began = time.monotonic()
+        client.sendall(b"GET /large HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+        received = 0
+        while chunk := client.recv(256 << 10):
+            received += len(chunk)
+            time.sleep(0.02)  # about 12 MiB/s at most: several seconds for the answer
+        took_s = time.monotonic() - began
+    assert received > LARGE  # the head and the whole body
+    assert took_s > SEND_TIMEOUT_S
+
+
 def test_uvicorn_uses_this_protocol() -> None:
-    server = data_plane_server(app, header_timeout_s=7, body_timeout_s=9, graceful_shutdown_s=1)
+    server = data_plane_server(
+        app, header_timeout_s=7, body_timeout_s=9, send_timeout_s=11, graceful_shutdown_s=1
+    )
     server.config.load()
     protocol = server.config.http_protocol_class
     assert isinstance(server, uvicorn.Server)
-    assert (protocol.header_timeout_s, protocol.body_timeout_s) == (7, 9)
+    assert (protocol.header_timeout_s, protocol.body_timeout_s, protocol.send_timeout_s) == (
+        7, 9, 11,
+    )  # fmt: skip
     assert protocol.__mro__[1].__name__ == "DataPlaneConnection"

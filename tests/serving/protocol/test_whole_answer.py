@@ -61,6 +61,9 @@ class RecordingTransport(asyncio.Transport):
     def resume_reading(self) -> None:
         self.paused_reading = False
 
+    def get_write_buffer_size(self) -> int:
+        return sum(map(len, self.writes))
+
     def get_extra_info(self, name: str, default: object = None) -> object:
         return {"sockname": ("127.0.0.1", 8000), "peername": ("127.0.0.1", 50000)}.get(name)
 
