@@ -79,17 +79,23 @@ def test_an_http_client_that_reads_none_of_its_answer_is_reset(
 ) -> None:
     budget = http_server.server.request_bytes if http_server.server else None
     host, port = http_server.http_url.split(":")
-    body = _expand_body(UNREAD_ANSWER)
     with socket.create_connection((host, int(port)), timeout=10) as client:
-        began = time.monotonic()
-        client.sendall(b"POST /v2/models/expand/infer HTTP/1.1\r\nhost: t\r\n"
-                       b"content-length: %d\r\n\r\n%s" % (len(body), body))  # fmt: skip
-        error = socket_error_within(client, 15 * TIMEOUT_S)
-        waited_s = time.monotonic() - began
+        error, waited_s = _ask_and_read_nothing(client)
     assert error == errno.ECONNRESET, f"the connection was not reset within {waited_s:.0f} s"
     assert waited_s >= TIMEOUT_S - 0.05
     assert budget is not None
     _wait_for(lambda: budget.held == 0, "the answer's bytes given back")
+
+
+def _ask_and_read_nothing(client: socket.socket) -> tuple[int, float]:
+    """Ask for a 48 MiB answer and read none of it: the socket's error once the server reset
+    the connection (0 if it did not within fifteen times the timeout), and the time taken."""
+    body = _expand_body(UNREAD_ANSWER)
+    began = time.monotonic()
+    client.sendall(b"POST /v2/models/expand/infer HTTP/1.1\r\nhost: t\r\n"
+                   b"content-length: %d\r\n\r\n%s" % (len(body), body))  # fmt: skip
+    error = socket_error_within(client, 15 * TIMEOUT_S)
+    return error, time.monotonic() - began
 
 
 def _read_slowly(raw: RawGrpc, sid: int, step: int, pause_s: float) -> Answer:
