@@ -175,8 +175,8 @@ def test_a_grpc_client_that_reads_nothing_from_its_socket_loses_its_connection(
     in_process_grpc_server: ServingProcess,
 ) -> None:
     """With its HTTP/2 windows opened wide, the client's 48 MiB answer waits in the server's
-    socket buffers, not in its stream: the connection ends. The ``h2`` listener resets it at
-    once (seen here without reading); h2corn closes it (``h2_timeout_write``), and what the
+    socket buffers, not in its stream: the connection ends. The ``h2`` listener resets it (seen
+    here without reading); h2corn closes it (``h2_timeout_write``), and what the
     kernel holds still comes first, so after waiting five times the timeout this client reads,
     and the connection ends before the answer does. Before, it got the whole answer after 30 s."""
     server = in_process_grpc_server
