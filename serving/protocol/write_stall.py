@@ -27,6 +27,8 @@ import socket
 import struct
 from typing import Any
 
+from serving.protocol.http.deadlines import Deadline
+
 logger = logging.getLogger("serving.protocol")
 
 _RESET_ON_CLOSE = struct.pack("ii", 1, 0)  # SO_LINGER on, 0 s: close sends RST
@@ -46,10 +48,10 @@ class WriteStall:
     ``resume_writing``, ``stop`` once it is lost.
 
     One timer per stall, not per pause: a pause only notes the time and the buffer's size, and
-    the timer, when it fires, sets itself again for what is left (as ``http.deadlines`` do)."""
+    the ``Deadline``, when it fires, is set again for what is left."""
 
-    __slots__ = ("_loop", "_transport", "_timeout_s", "_what", "_timer", "_paused", "_since_s",
-                 "_unsent")  # fmt: skip
+    __slots__ = ("_loop", "_transport", "_timeout_s", "_what", "_deadline", "_paused",
+                 "_since_s", "_unsent")  # fmt: skip
 
     def __init__(
         self, loop: asyncio.AbstractEventLoop, transport: Any, timeout_s: float, what: str
@@ -58,7 +60,7 @@ class WriteStall:
         self._transport = transport
         self._timeout_s = timeout_s
         self._what = what  # for the log: "the HTTP connection of 10.0.0.7:51234"
-        self._timer: asyncio.TimerHandle | None = None
+        self._deadline = Deadline(loop, self._fire)
         self._paused = False
         self._since_s = 0.0  # when the client last took some of what waits
         self._unsent = 0  # the buffer's size then
@@ -67,20 +69,17 @@ class WriteStall:
         self._paused = True
         self._since_s = self._loop.time()
         self._unsent = self._transport.get_write_buffer_size()
-        if self._timer is None:
-            self._timer = self._loop.call_later(self._timeout_s, self._fire)
+        if not self._deadline.armed:
+            self._deadline.arm(self._timeout_s)
 
     def resume(self) -> None:
         self._paused = False  # NOTE: the timer stays; firing, it finds nothing to do
 
     def stop(self) -> None:
         self._paused = False
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+        self._deadline.disarm()
 
     def _fire(self) -> None:
-        self._timer = None
         if not self._paused:
             return  # the buffer drained: the next pause sets the timer again
         unsent = self._transport.get_write_buffer_size()
@@ -89,7 +88,7 @@ class WriteStall:
         self._unsent = unsent
         remaining_s = self._since_s + self._timeout_s - self._loop.time()
         if remaining_s > 0:
-            self._timer = self._loop.call_later(remaining_s, self._fire)
+            self._deadline.arm(remaining_s)
             return
         logger.warning(
             "reset %s: it took none of its answers for %g s (--send-timeout-secs), "

@@ -45,6 +45,7 @@ from serving.protocol.grpc import http2_wire as wire
 from serving.protocol.grpc.arriving import ArrivingMessages
 from serving.protocol.grpc.calls import DECODE_FAILED, INTERNAL, Dispatcher, run_call
 from serving.protocol.grpc.context import CallContext
+from serving.protocol.http.deadlines import Deadline
 from serving.protocol.write_stall import WriteStall
 
 logger = logging.getLogger("serving.grpc")
@@ -135,11 +136,11 @@ class GrpcHttp2Connection(asyncio.Protocol):
         self.answers = answers  # the same budget, for answer bytes waiting in calls' outboxes
         self.send_timeout_s = send_timeout_s
         self._write_stall: WriteStall | None = None  # the socket's buffer, once connected
-        self._outbox_watch: asyncio.TimerHandle | None = None  # while some outbox waits
         self._on_open, self._on_close = on_open, on_close
         self._h2 = H2Connection(config=PROTOCOL_CONFIG)
         self._transport: asyncio.Transport | None = None
         self._loop = asyncio.get_running_loop()
+        self._outbox_watch = Deadline(self._loop, self._check_outboxes)  # while outboxes wait
         self._calls: dict[int, _Call] = {}
         self._running = 0  # calls whose task has not ended
         self._flush_due = False
@@ -218,8 +219,7 @@ class GrpcHttp2Connection(asyncio.Protocol):
             self._handshake.cancel()
         if self._write_stall is not None:
             self._write_stall.stop()
-        if self._outbox_watch is not None:
-            self._outbox_watch.cancel()
+        self._outbox_watch.disarm()
         for call in list(self._calls.values()):
             call.abandon()
         self._calls.clear()
@@ -434,13 +434,12 @@ class GrpcHttp2Connection(asyncio.Protocol):
 
     def watch_outbox(self) -> None:
         """A call's outbox began to wait for its client's window."""
-        if self._outbox_watch is None and self._transport is not None:
-            self._outbox_watch = self._loop.call_later(self.send_timeout_s, self._check_outboxes)
+        if not self._outbox_watch.armed and self._transport is not None:
+            self._outbox_watch.arm(self.send_timeout_s)
 
     def _check_outboxes(self) -> None:
         """Reset each stream whose client has given its outbox no window for the timeout; one
         timer for all of them, set again for the next one due."""
-        self._outbox_watch = None
         now, next_due = self._loop.time(), None
         for call in list(self._calls.values()):
             since = call.outbox_since
@@ -459,7 +458,7 @@ class GrpcHttp2Connection(asyncio.Protocol):
             call.abandon()
             self._reset(call.stream_id, ErrorCodes.CANCEL)
         if next_due is not None:
-            self._outbox_watch = self._loop.call_later(next_due - now, self._check_outboxes)
+            self._outbox_watch.arm(next_due - now)
         self._update_idle()
 
     def _update_idle(self) -> None:
